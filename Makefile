@@ -1,0 +1,104 @@
+# Two commands do all set-up on a fresh machine:
+#   make book   build the website into _build/html
+#   make test   run every check the project has
+# Both create the virtual environment .venv/ from requirements.txt first.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+# Notebooks in reading order, as listed in _toc.yml.
+NOTEBOOKS = $(shell $(BIN)/python scripts/toc_notebooks.py)
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: all book test unit lint notebooks nbval execute browser lab \
+        benchmark vendor chromium clean distclean
+
+all: book
+
+# The environment is rebuilt when requirements.txt or pyproject.toml change.
+$(STAMP): requirements.txt pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -r requirements.txt
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
+	$(BIN)/python -m ipykernel install --sys-prefix --name python3 \
+	    --display-name "Python 3 (d2lmini)" >/dev/null
+	touch $@
+
+venv: $(STAMP)
+
+# MathJax, require.js and the widget manager, served from the site itself
+# (`npm pack` of three tarballs into the git-ignored assets/vendor/).
+assets/vendor/.complete: scripts/vendor_js.sh
+	@command -v npm >/dev/null || \
+	    ($(SUDO) apt-get update -qq && \
+	     $(SUDO) apt-get install -y -qq npm >/dev/null)
+	bash scripts/vendor_js.sh
+
+vendor: assets/vendor/.complete
+
+# A clean build every time: Sphinx re-reads only changed files, so an
+# incremental build would not repeat the warnings of unchanged ones.
+book: $(STAMP) assets/vendor/.complete
+	rm -rf _build/html _build/.doctrees
+	$(BIN)/jupyter-book build -W -n --keep-going .
+	@echo
+	@echo "The website is in _build/html: open _build/html/index.html"
+
+# Unit tests only: what a plain `pytest` runs (seconds).
+unit: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+# Run every notebook of the book in a fresh kernel and compare the cells
+# tagged nbval-check-output with their committed outputs.
+# (With no notebook in _toc.yml yet, pytest would fall back to tests/.)
+nbval: $(STAMP)
+	@if [ -z "$(strip $(NOTEBOOKS))" ]; then \
+	    echo "nbval: no notebooks in _toc.yml"; \
+	else \
+	    $(BIN)/python -m pytest -q -p no:cacheprovider --nbval-lax \
+	        --nbval-current-env --nbval-cell-timeout=600 \
+	        --nbval-sanitize-with tests/nbval_sanitize.cfg \
+	        -o addopts="" $(NOTEBOOKS); \
+	fi
+
+# The committed notebooks have complete, fresh outputs (no kernel; part of
+# `make unit` too).
+notebooks: $(STAMP)
+	$(BIN)/python -m pytest -q tests/test_notebooks.py
+
+# Re-execute every notebook in place with stable, reviewable outputs.
+execute: $(STAMP)
+	$(BIN)/python scripts/execute_notebooks.py $(NOTEBOOKS)
+
+# Debian's chromium drives the website check (Playwright's own browser
+# download does not work offline).
+chromium:
+	@command -v chromium >/dev/null || \
+	    ($(SUDO) apt-get update -qq && \
+	     $(SUDO) apt-get install -y -qq chromium >/dev/null)
+
+# Serve _build/html on 127.0.0.1 and check every page in headless chromium
+# (needs `make book` first); screenshots go to _build/screenshots/.
+browser: $(STAMP) chromium
+	$(BIN)/python -m pytest -q -p no:cacheprovider -o addopts="" -m book \
+	    tests/test_book_html.py
+
+test: lint unit nbval book browser
+	@echo "All checks passed."
+
+lab: $(STAMP)
+	$(BIN)/jupyter lab chapters/
+
+benchmark: $(STAMP)
+	$(BIN)/python benchmarks/attention.py
+
+clean:
+	rm -rf _build
+
+distclean: clean
+	rm -rf $(VENV) assets/vendor

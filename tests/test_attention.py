@@ -1,0 +1,416 @@
+"""Tests of d2lmini.attention, checked against PyTorch's own layers."""
+
+import random
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch import nn
+
+from d2lmini.attention import (
+    AdditiveAttention,
+    DotProductAttention,
+    MultiHeadAttention,
+    check_shape,
+    masked_softmax,
+    set_seed,
+    valid_mask,
+)
+
+FLOAT_DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
+TOL = {torch.float16: 2e-3, torch.bfloat16: 1e-2,
+       torch.float32: 1e-6, torch.float64: 1e-12}
+fast = settings(max_examples=40, deadline=None)
+
+
+@st.composite
+def scores_and_lens(draw):
+    """Random scores (B, L, S) with 1-D and 2-D valid lengths."""
+    B = draw(st.integers(1, 4))
+    L = draw(st.integers(1, 4))
+    S = draw(st.integers(1, 6))
+    seed = draw(st.integers(0, 2**16))
+    gen = torch.Generator().manual_seed(seed)
+    X = torch.randn(B, L, S, generator=gen) * draw(st.sampled_from([1, 30]))
+    lens = torch.randint(0, S + 2, (B,), generator=gen)
+    return X, lens
+
+
+# masked_softmax: properties ------------------------------------------------
+
+@fast
+@given(scores_and_lens(), st.sampled_from(FLOAT_DTYPES))
+def test_rows_sum_to_one_or_zero_and_masked_are_exact_zeros(data, dtype):
+    X, lens = data
+    X = X.to(dtype)
+    W = masked_softmax(X, lens)
+    assert W.dtype == dtype and W.shape == X.shape
+    assert torch.isfinite(W).all()
+    S = X.shape[-1]
+    positions = torch.arange(S)
+    masked = positions[None, None, :] >= lens[:, None, None]
+    assert (W[masked.expand_as(W)] == 0).all()
+    sums = W.double().sum(-1)  # (B, L)
+    expected = (lens > 0).double()[:, None].expand_as(sums)
+    torch.testing.assert_close(sums, expected, atol=TOL[dtype] * S,
+                               rtol=0)
+
+
+@fast
+@given(scores_and_lens())
+def test_one_d_and_two_d_valid_lens_agree(data):
+    X, lens = data
+    lens_2d = lens[:, None].expand(X.shape[0], X.shape[1])
+    torch.testing.assert_close(masked_softmax(X, lens),
+                               masked_softmax(X, lens_2d), rtol=0, atol=0)
+
+
+@fast
+@given(scores_and_lens())
+def test_input_is_not_mutated(data):
+    X, lens = data
+    X_before, lens_before = X.clone(), lens.clone()
+    masked_softmax(X, lens)
+    masked_softmax(X.transpose(1, 2), None)
+    assert torch.equal(X, X_before) and torch.equal(lens, lens_before)
+
+
+@fast
+@given(scores_and_lens())
+def test_matches_softmax_of_the_valid_prefix(data):
+    X, lens = data
+    W = masked_softmax(X, lens)
+    for b, n in enumerate(lens.tolist()):
+        n = min(n, X.shape[-1])
+        if n:
+            torch.testing.assert_close(W[b, :, :n],
+                                       torch.softmax(X[b, :, :n], -1))
+
+
+def test_book_examples():
+    """d2l's two examples: every row normalizes over its own length."""
+    set_seed(0)
+    X = torch.rand(2, 2, 4)
+    W = masked_softmax(X, torch.tensor([2, 3]))
+    assert (W[0, :, 2:] == 0).all() and (W[1, :, 3:] == 0).all()
+    W = masked_softmax(X, torch.tensor([[1, 3], [2, 4]]))
+    assert torch.equal(W[0, 0], torch.tensor([1.0, 0, 0, 0]))
+    assert (W[1, 0, 2:] == 0).all() and (W[1, 1] > 0).all()
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+def test_zero_valid_length_gives_zero_row_in_every_dtype(dtype):
+    X = torch.tensor([[[60000.0, -60000.0, 3.0]]]).to(dtype)
+    W = masked_softmax(X, torch.tensor([0]))
+    assert torch.equal(W, torch.zeros_like(W))
+    W = masked_softmax(X, torch.tensor([2]))
+    assert torch.isfinite(W).all() and W[0, 0, 2] == 0
+
+
+def test_float_valid_lens_and_lengths_above_s():
+    X = torch.randn(2, 3, 4)
+    torch.testing.assert_close(masked_softmax(X, torch.tensor([2.0, 9.0])),
+                               masked_softmax(X, torch.tensor([2, 4])))
+
+
+def test_no_mask_is_plain_softmax():
+    X = torch.randn(3, 5)
+    torch.testing.assert_close(masked_softmax(X, None), X.softmax(-1))
+
+
+def test_gradcheck_float64():
+    X = torch.randn(2, 3, 5, dtype=torch.float64, requires_grad=True)
+    for lens in (torch.tensor([0, 3]), torch.tensor([[1, 2, 5], [0, 4, 3]])):
+        assert torch.autograd.gradcheck(
+            lambda x, lens=lens: masked_softmax(x, lens), (X,))
+
+
+def test_gradient_is_zero_at_masked_positions_and_finite():
+    X = torch.randn(2, 1, 4, requires_grad=True)
+    W = masked_softmax(X, torch.tensor([0, 2]))
+    (W * torch.randn_like(W)).sum().backward()
+    assert torch.isfinite(X.grad).all()
+    assert (X.grad[0] == 0).all() and (X.grad[1, :, 2:] == 0).all()
+
+
+# masked_softmax: bad input --------------------------------------------------
+
+@pytest.mark.parametrize("X, lens, message", [
+    (torch.randn(4), torch.tensor([1]), "at least 2 dimensions"),
+    (torch.randn(2, 3, 4), torch.tensor([1, -1]), "must be >= 0"),
+    (torch.randn(2, 3, 4), torch.tensor([1, 2, 3]), "does not match"),
+    (torch.randn(2, 3, 4), torch.ones(2, 2), "does not match"),
+    (torch.randn(2, 3, 4), torch.ones(3, 3), "does not match"),
+    (torch.randn(2, 4), torch.ones(2, 4), r"shape \(B,\) or \(B, L\)"),
+    (torch.randn(2, 3, 4), torch.ones(2, 3, 1), r"shape \(B,\) or"),
+    (torch.randn(2, 3, 4), torch.tensor([1.5, 2.0]), "whole numbers"),
+    (torch.randn(2, 3, 4), torch.tensor([1.0, float("nan")]), "finite"),
+])
+def test_bad_input_raises_value_error(X, lens, message):
+    with pytest.raises(ValueError, match=message):
+        masked_softmax(X, lens)
+
+
+def test_bad_types_raise_type_error():
+    with pytest.raises(TypeError, match="floating-point"):
+        masked_softmax(torch.ones(2, 3, dtype=torch.long), None)
+    with pytest.raises(TypeError, match="integers or floats"):
+        masked_softmax(torch.randn(2, 3), torch.tensor([True, False]))
+
+
+# DotProductAttention -------------------------------------------------------
+
+def sdpa_reference(q, k, v, lens):
+    mask = valid_mask(lens, k.shape[1])
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+@pytest.mark.parametrize("lens", [None, torch.tensor([2, 5]),
+                                  torch.tensor([[1, 2, 3], [5, 4, 1]])])
+@pytest.mark.parametrize("need_weights", [True, False])
+def test_dot_product_equals_pytorch_sdpa(lens, need_weights):
+    set_seed(1)
+    q, k, v = torch.randn(2, 3, 8), torch.randn(2, 5, 8), torch.randn(2, 5, 6)
+    attention = DotProductAttention(dropout=0.5).eval()
+    out = attention(q, k, v, lens, need_weights=need_weights)
+    ref = (F.scaled_dot_product_attention(q, k, v) if lens is None
+           else sdpa_reference(q, k, v, lens))
+    torch.testing.assert_close(out, ref)
+    if need_weights:
+        check_shape(attention.attention_weights, (2, 3, 5))
+    else:
+        assert attention.attention_weights is None
+
+
+def test_fused_and_weights_paths_agree_with_empty_rows_and_gradients():
+    q = torch.randn(2, 3, 4, dtype=torch.float64, requires_grad=True)
+    k, v = torch.randn(2, 6, 4, dtype=torch.float64), torch.randn(2, 6, 3)
+    v = v.double()
+    lens = torch.tensor([[0, 2, 6], [3, 0, 1]])
+    attention = DotProductAttention()
+    slow = attention(q, k, v, lens)
+    g_slow, = torch.autograd.grad(slow.sum(), q)
+    fast_out = attention(q, k, v, lens, need_weights=False)
+    g_fast, = torch.autograd.grad(fast_out.sum(), q)
+    torch.testing.assert_close(slow, fast_out)
+    torch.testing.assert_close(g_slow, g_fast)
+    assert (slow[0, 0] == 0).all() and (slow[1, 1] == 0).all()
+
+
+def test_dot_product_scales_by_sqrt_d():
+    q = torch.ones(1, 1, 4)
+    k = torch.tensor([[[1.0, 1, 1, 1], [0, 0, 0, 0]]])
+    attention = DotProductAttention()
+    attention(q, k, torch.randn(1, 2, 2))
+    scores = torch.tensor([4.0, 0.0]) / 2  # q.k / sqrt(4)
+    torch.testing.assert_close(attention.attention_weights[0, 0],
+                               scores.softmax(-1))
+
+
+def test_dot_product_shape_errors():
+    attention = DotProductAttention()
+    with pytest.raises(ValueError, match="same feature size"):
+        attention(torch.randn(2, 3, 4), torch.randn(2, 5, 3),
+                  torch.randn(2, 5, 3))
+    with pytest.raises(ValueError, match="same length S"):
+        attention(torch.randn(2, 3, 4), torch.randn(2, 5, 4),
+                  torch.randn(2, 6, 3))
+    with pytest.raises(ValueError, match="same batch size"):
+        attention(torch.randn(2, 3, 4), torch.randn(3, 5, 4),
+                  torch.randn(3, 5, 4))
+    with pytest.raises(ValueError, match="does not match"):
+        attention(torch.randn(2, 3, 4), torch.randn(2, 5, 4),
+                  torch.randn(2, 5, 4), torch.tensor([1, 2, 3]),
+                  need_weights=False)
+
+
+# AdditiveAttention ---------------------------------------------------------
+
+def test_additive_book_example():
+    """d2l's example: equal keys give uniform weights over valid keys."""
+    queries = torch.normal(0, 1, (2, 1, 20))
+    keys = torch.ones((2, 10, 2))
+    values = torch.arange(40, dtype=torch.float32).reshape(1, 10, 4)
+    values = values.repeat(2, 1, 1)
+    attention = AdditiveAttention(num_hiddens=8, dropout=0.1).eval()
+    out = attention(queries, keys, values, torch.tensor([2, 6]))
+    check_shape(out, (2, 1, 4))
+    torch.testing.assert_close(attention.attention_weights[0, 0, :2],
+                               torch.full((2,), 0.5))
+    torch.testing.assert_close(out[1, 0], values[1, :6].mean(0))
+
+
+def test_additive_matches_a_loop_over_query_key_pairs():
+    set_seed(2)
+    attention = AdditiveAttention(5, query_size=3, key_size=4)
+    q, k, v = torch.randn(2, 3, 3), torch.randn(2, 4, 4), torch.randn(2, 4, 2)
+    lens = torch.tensor([3, 1])
+    out = attention(q, k, v, lens)
+    for b in range(2):
+        for i in range(3):
+            n = lens[b]
+            scores = torch.stack([
+                attention.w_v(torch.tanh(attention.W_q(q[b, i])
+                                         + attention.W_k(k[b, j])))[0]
+                for j in range(n)])
+            expected = scores.softmax(0) @ v[b, :n]
+            torch.testing.assert_close(out[b, i], expected)
+
+
+def test_additive_memory_reuses_the_key_projection():
+    attention = AdditiveAttention(6, query_size=4, key_size=5)
+    calls = []
+    attention.W_k.register_forward_hook(lambda *args: calls.append(1))
+    k, v = torch.randn(2, 7, 5), torch.randn(2, 7, 3)
+    memory = attention.precompute(k, v)
+    steps = [attention(torch.randn(2, 1, 4), None, None,
+                       torch.tensor([7, 3]), memory=memory)
+             for _ in range(5)]
+    assert len(calls) == 1 and all(s.shape == (2, 1, 3) for s in steps)
+    q = torch.randn(2, 1, 4)
+    torch.testing.assert_close(attention(q, k, v), attention(
+        q, None, None, memory=memory))
+
+
+def test_additive_infers_sizes_like_d2l():
+    attention = AdditiveAttention(8, 0.0)
+    out = attention(torch.randn(2, 1, 20), torch.randn(2, 10, 2),
+                    torch.randn(2, 10, 4))
+    check_shape(out, (2, 1, 4))
+    assert attention.W_q.weight.shape == (8, 20)
+
+
+# MultiHeadAttention --------------------------------------------------------
+
+def torch_mha_like(mha):
+    """An nn.MultiheadAttention holding the same weights as ``mha``."""
+    D = mha.W_o.in_features
+    ref = nn.MultiheadAttention(D, mha.num_heads, bias=False,
+                                batch_first=True)
+    with torch.no_grad():
+        ref.in_proj_weight.copy_(torch.cat(
+            [mha.W_q.weight, mha.W_k.weight, mha.W_v.weight]))
+        ref.out_proj.weight.copy_(mha.W_o.weight)
+    return ref.eval()
+
+
+@pytest.mark.parametrize("need_weights", [True, False])
+def test_multihead_equals_torch_multihead_attention(need_weights):
+    set_seed(3)
+    mha = MultiHeadAttention(16, 4, dropout=0.3).eval()
+    ref = torch_mha_like(mha)
+    q, kv = torch.randn(3, 5, 16), torch.randn(3, 7, 16)
+    lens = torch.tensor([7, 2, 4])
+    out = mha(q, kv, kv, lens, need_weights=need_weights)
+    # key_padding_mask: True means *ignore*, the opposite of valid_mask.
+    expected, weights = ref(q, kv, kv, key_padding_mask=~valid_mask(
+        lens, 7)[:, 0], average_attn_weights=False)
+    torch.testing.assert_close(out, expected)
+    if need_weights:
+        torch.testing.assert_close(mha.attention_weights, weights)
+
+
+def test_multihead_gradients_equal_torch():
+    set_seed(4)
+    mha = MultiHeadAttention(8, 2)
+    ref = torch_mha_like(mha).train()
+    q, kv = torch.randn(2, 3, 8), torch.randn(2, 4, 8)
+    lens = torch.tensor([4, 2])
+    mha(q, kv, kv, lens).pow(2).sum().backward()
+    out, _ = ref(q, kv, kv, key_padding_mask=~valid_mask(lens, 4)[:, 0])
+    out.pow(2).sum().backward()
+    W_qkv = torch.cat([mha.W_q.weight.grad, mha.W_k.weight.grad,
+                       mha.W_v.weight.grad])
+    torch.testing.assert_close(W_qkv, ref.in_proj_weight.grad)
+    torch.testing.assert_close(mha.W_o.weight.grad,
+                               ref.out_proj.weight.grad)
+
+
+@fast
+@given(st.integers(1, 3), st.integers(1, 5), st.sampled_from([1, 2, 3, 6]))
+def test_merge_heads_inverts_split_heads(B, T, h):
+    mha = MultiHeadAttention(12 if 12 % h == 0 else 6 * h, h)
+    X = torch.randn(B, T, mha.W_o.in_features)
+    assert torch.equal(mha.merge_heads(mha.split_heads(X)), X)
+    split = mha.split_heads(X)
+    d = X.shape[-1] // h
+    # Head i of example b holds features [i d, (i + 1) d) of that example.
+    assert torch.equal(split[h - 1], X[0, :, (h - 1) * d:h * d])
+
+
+def test_multihead_matches_a_per_head_loop_with_several_queries():
+    """Catches a merge that mixes query positions (the Julia port's bug)."""
+    set_seed(5)
+    mha = MultiHeadAttention(12, 3, bias=True).eval()
+    q, kv = torch.randn(2, 4, 12), torch.randn(2, 5, 12)
+    lens = torch.tensor([[5, 1, 3, 2], [4, 4, 0, 5]])
+    out = mha(q, kv, kv, lens)
+    d = 4
+    heads = []
+    for i in range(3):
+        rows = slice(i * d, (i + 1) * d)
+
+        def project(layer, X, rows=rows):
+            return X @ layer.weight[rows].T + layer.bias[rows]
+
+        Q, K, V = (project(mha.W_q, q), project(mha.W_k, kv),
+                   project(mha.W_v, kv))
+        W = masked_softmax(Q @ K.transpose(1, 2) / d ** 0.5, lens)
+        heads.append(W @ V)
+    expected = mha.W_o(torch.cat(heads, dim=-1))
+    torch.testing.assert_close(out, expected)
+
+
+def test_multihead_book_shape_check():
+    mha = MultiHeadAttention(100, 5, 0.5).eval()
+    X, Y = torch.ones(2, 4, 100), torch.ones(2, 6, 100)
+    out = mha(X, Y, Y, torch.tensor([3, 2]))
+    check_shape(out, (2, 4, 100))
+    check_shape(mha.attention_weights, (2, 5, 4, 6))
+
+
+def test_multihead_memory_equals_direct_call():
+    mha = MultiHeadAttention(8, 2).eval()
+    kv, q = torch.randn(2, 6, 8), torch.randn(2, 1, 8)
+    memory = mha.precompute(kv, kv)
+    torch.testing.assert_close(mha(q, None, None, torch.tensor([6, 2]),
+                                   memory=memory),
+                               mha(q, kv, kv, torch.tensor([6, 2])))
+
+
+def test_multihead_errors():
+    with pytest.raises(ValueError, match="must be a positive divisor"):
+        MultiHeadAttention(10, 3)
+    mha = MultiHeadAttention(8, 2)
+    with pytest.raises(ValueError, match="same length S"):
+        mha(torch.randn(2, 3, 8), torch.randn(2, 4, 8), torch.randn(2, 5, 8))
+    with pytest.raises(ValueError, match="batch size"):
+        mha(torch.randn(2, 3, 8), torch.randn(3, 4, 8), torch.randn(3, 4, 8))
+    with pytest.raises(ValueError, match="does not match"):
+        mha(torch.randn(2, 3, 8), torch.randn(2, 4, 8), torch.randn(2, 4, 8),
+            torch.ones(2, 4))
+
+
+def test_self_attention_is_permutation_equivariant():
+    mha = MultiHeadAttention(8, 2).eval()
+    X = torch.randn(1, 5, 8)
+    perm = torch.randperm(5)
+    torch.testing.assert_close(mha(X, X, X)[:, perm],
+                               mha(X[:, perm], X[:, perm], X[:, perm]))
+
+
+# Helpers -------------------------------------------------------------------
+
+def test_check_shape_and_set_seed():
+    check_shape(torch.ones(2, 3), (2, 3))
+    with pytest.raises(ValueError, match=r"expected shape \(2, 4\)"):
+        check_shape(torch.ones(2, 3), (2, 4))
+    draws = []
+    for _ in range(2):
+        set_seed(7)
+        draws.append((torch.rand(3).tolist(), np.random.rand(),
+                      random.random()))
+    assert draws[0] == draws[1]
