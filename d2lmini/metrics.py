@@ -1,0 +1,190 @@
+"""Translation metrics: the book's sentence BLEU and corpus sacreBLEU.
+
+Every function scores strings whose tokens are separated by single spaces,
+the form the data pipeline and the greedy decoder produce (``"je suis ."``).
+
+Two BLEUs live here and their numbers are not comparable:
+
+* ``bleu`` is the small sentence-level variant of Dive into Deep Learning
+  (precisions weighted by 0.5**n, no smoothing), kept for continuity with
+  the book's showcase sentences.
+* ``corpus_bleu`` is standard corpus BLEU computed by sacreBLEU against
+  *all* references of each source, the number to report.
+"""
+
+import collections
+import math
+
+import sacrebleu
+
+LengthBucket = collections.namedtuple(
+    "LengthBucket", ["low", "high", "count", "score"])
+LengthBucket.__doc__ = (
+    "Corpus BLEU of the sources with ``low <= length < high`` tokens; "
+    "``score`` is NaN when ``count`` is 0.")
+
+
+def bleu(pred_seq, label_seq, k):
+    """Sentence BLEU exactly as in Dive into Deep Learning (d2l 1.0.3).
+
+    The score is ``exp(min(0, 1 - len_label / len_pred))`` times the
+    product of the clipped n-gram precisions ``p_n ** (0.5 ** n)`` for
+    ``n = 1 .. min(k, len_pred)``. This is the book's own variant: it has
+    no smoothing and other weights than standard BLEU, so its values are
+    *not* comparable to sacreBLEU (use ``corpus_bleu`` for those).
+
+    Args:
+        pred_seq: predicted sentence, tokens separated by single spaces.
+        label_seq: reference sentence in the same form.
+        k: the longest n-gram to match, at least 1.
+
+    Returns:
+        A float in [0, 1]. An empty prediction scores 0 (as in d2l, where
+        ``''.split(' ')`` is one empty token that matches nothing).
+    """
+    for name, seq in (("pred_seq", pred_seq), ("label_seq", label_seq)):
+        if not isinstance(seq, str):
+            raise TypeError(
+                f"{name} must be a string of space-separated tokens, got "
+                f"{type(seq).__name__}; join tokens with ' '.join(tokens)")
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"k must be an integer >= 1, got {k!r}")
+    # split(' ') rather than split(): the book's exact tokenization
+    pred_tokens, label_tokens = pred_seq.split(" "), label_seq.split(" ")
+    len_pred, len_label = len(pred_tokens), len(label_tokens)
+    score = math.exp(min(0, 1 - len_label / len_pred))  # brevity penalty
+    for n in range(1, min(k, len_pred) + 1):
+        num_matches, label_subs = 0, collections.defaultdict(int)
+        for i in range(len_label - n + 1):
+            label_subs[" ".join(label_tokens[i: i + n])] += 1
+        for i in range(len_pred - n + 1):
+            gram = " ".join(pred_tokens[i: i + n])
+            # each reference n-gram can be matched only once (clipping)
+            if label_subs[gram] > 0:
+                num_matches += 1
+                label_subs[gram] -= 1
+        score *= math.pow(num_matches / (len_pred - n + 1), math.pow(0.5, n))
+    return score
+
+
+def _ref_streams(hypotheses, references):
+    """Check the inputs and transpose references into sacreBLEU streams.
+
+    ``references[i]`` lists the references of hypothesis ``i``; sacreBLEU
+    wants stream ``j`` to hold the ``j``-th reference of every hypothesis,
+    with ``None`` where a hypothesis has fewer references.
+    """
+    if isinstance(hypotheses, str) or isinstance(references, str):
+        raise TypeError(
+            "hypotheses and references must be lists, not single strings; "
+            "pass [hyp] and [[ref1, ref2, ...]]")
+    hypotheses, references = list(hypotheses), list(references)
+    if len(hypotheses) != len(references):
+        raise ValueError(
+            f"got {len(hypotheses)} hypotheses but {len(references)} "
+            "reference lists; give one list of references per hypothesis")
+    if not hypotheses:
+        raise ValueError("hypotheses is empty; there is nothing to score")
+    for i, hyp in enumerate(hypotheses):
+        if not isinstance(hyp, str):
+            raise TypeError(
+                f"hypotheses[{i}] is a {type(hyp).__name__}, not a string; "
+                "join tokens with ' '.join(tokens)")
+    for i, refs in enumerate(references):
+        if isinstance(refs, str):
+            raise TypeError(
+                f"references[{i}] is a string, not a list of strings; wrap "
+                "single references: [[ref] for ref in refs]")
+        if len(refs) == 0:
+            raise ValueError(
+                f"hypothesis {i} has no reference; every hypothesis needs "
+                "at least one reference string")
+        for ref in refs:
+            if not isinstance(ref, str):
+                raise TypeError(
+                    f"references[{i}] contains a {type(ref).__name__}; "
+                    "references must be strings")
+    num_streams = max(len(refs) for refs in references)
+    return hypotheses, [
+        [refs[j] if j < len(refs) else None for refs in references]
+        for j in range(num_streams)]
+
+
+def corpus_bleu(hypotheses, references, tokenize="none"):
+    """Corpus BLEU by sacreBLEU against a varying number of references.
+
+    Args:
+        hypotheses: list of N predicted sentences (strings).
+        references: list of N lists; ``references[i]`` holds one or more
+            reference strings for ``hypotheses[i]``.
+        tokenize: sacreBLEU tokenizer. The default ``'none'`` splits on
+            spaces only, right for text that is already tokenized (note that
+            ``'13a'`` splits ``<unk>`` into three tokens).
+
+    Returns:
+        sacreBLEU's ``BLEUScore``: ``score`` (0-100), ``precisions``,
+        ``bp``, ``sys_len``, ``ref_len``; ``str()`` gives the usual line.
+    """
+    hyps, streams = _ref_streams(hypotheses, references)
+    # force=True only silences the "tokenized period" warning, which is
+    # expected for pre-tokenized text; it does not change the score
+    return sacrebleu.corpus_bleu(
+        hyps, streams, tokenize=tokenize, force=tokenize == "none")
+
+
+def corpus_chrf(hypotheses, references):
+    """Corpus chrF by sacreBLEU, with the same inputs as ``corpus_bleu``.
+
+    Returns:
+        sacreBLEU's ``CHRFScore``; ``score`` is in 0-100.
+    """
+    hyps, streams = _ref_streams(hypotheses, references)
+    return sacrebleu.corpus_chrf(hyps, streams)
+
+
+def bleu_by_length(src_sentences, hypotheses, references, bins,
+                   tokenize="none"):
+    """Corpus BLEU per bucket of source length (in space-split tokens).
+
+    Args:
+        src_sentences: list of N source sentences.
+        hypotheses, references: as for ``corpus_bleu``.
+        bins: increasing bucket edges ``[b0, b1, ..., bm]``; bucket ``i``
+            holds sources with ``b_i <= length < b_(i+1)``. End with
+            ``math.inf`` to keep every long sentence.
+        tokenize: sacreBLEU tokenizer, as for ``corpus_bleu``.
+
+    Returns:
+        A list of m ``LengthBucket(low, high, count, score)``; ``score`` is
+        the corpus BLEU (0-100) of the bucket, NaN for an empty bucket.
+    """
+    bins, references = list(bins), list(references)
+    src_sentences = list(src_sentences)
+    if len(bins) < 2 or any(lo >= hi for lo, hi in zip(bins, bins[1:])):
+        raise ValueError(
+            f"bins must be at least two strictly increasing edges, got {bins}")
+    if len(src_sentences) != len(hypotheses):
+        raise ValueError(
+            f"got {len(src_sentences)} source sentences but "
+            f"{len(hypotheses)} hypotheses; they must match one to one")
+    hyps, _ = _ref_streams(hypotheses, references)  # checks the inputs
+    groups = [[] for _ in bins[1:]]
+    for i, src in enumerate(src_sentences):
+        length = len(src.split())
+        for g, (lo, hi) in enumerate(zip(bins, bins[1:])):
+            if lo <= length < hi:
+                groups[g].append(i)
+                break
+        else:
+            raise ValueError(
+                f"source {i} has {length} tokens, outside bins {bins}; "
+                "widen the bins (for example end them with math.inf)")
+    buckets = []
+    for (lo, hi), idx in zip(zip(bins, bins[1:]), groups):
+        score = math.nan
+        if idx:
+            score = corpus_bleu([hyps[i] for i in idx],
+                                [references[i] for i in idx],
+                                tokenize=tokenize).score
+        buckets.append(LengthBucket(lo, hi, len(idx), score))
+    return buckets

@@ -1,0 +1,392 @@
+"""A small, model-agnostic training loop and safe checkpoints.
+
+The trainer works with any ``nn.Module`` that has these methods:
+
+* ``training_step(batch)`` returns a scalar loss, or ``(loss, num_tokens)``
+  where ``loss`` is the mean over ``num_tokens`` items (an int or a 0-d
+  tensor); the counts weight the averages and give tokens per second.
+* ``validation_step(batch)`` (optional; ``training_step`` is used if it is
+  missing), called under ``torch.no_grad()`` in eval mode, same return.
+* ``configure_optimizers()`` returns a ``torch.optim.Optimizer``.
+
+The data object has ``train_dataloader()`` and, optionally,
+``val_dataloader()`` (which may return None); a batch is a tuple or list
+whose tensors are moved to the device.
+"""
+
+import math
+import os
+import pickle
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+import torch
+from tqdm.auto import tqdm
+
+
+@dataclass(repr=False)
+class History:
+    """What ``Trainer.fit`` measured; ``print(history)`` shows a table.
+
+    Per-epoch lists have one entry per epoch started (the last may be
+    partial when ``max_steps`` or ``max_time`` stops training); losses are
+    token-weighted means. ``steps`` holds ``(step, batch train loss)`` for
+    every step and ``val_steps`` holds ``(step, val loss)`` for every
+    validation, ready for plotting curves.
+    """
+
+    train_loss: list = field(default_factory=list)
+    val_loss: list = field(default_factory=list)
+    epoch_time: list = field(default_factory=list)
+    steps: list = field(default_factory=list)
+    val_steps: list = field(default_factory=list)
+    num_steps: int = 0
+    num_tokens: int = 0
+    train_time: float = 0.0  # seconds of forward, backward and update
+    epochs: float = 0.0  # epochs done, fractional when stopped mid-epoch
+
+    @property
+    def tokens_per_second(self):
+        """Training tokens (or items) per second of ``train_time``."""
+        return self.num_tokens / self.train_time if self.train_time else 0.0
+
+    def summary(self):
+        """A readable multi-line report, one row per epoch."""
+        lines = [f"{self.epochs:.2f} epochs, {self.num_steps} steps, "
+                 f"{self.train_time:.2f} s of training, "
+                 f"{self.tokens_per_second:,.0f} tokens/s",
+                 f"{'epoch':>5} {'train loss':>10} {'val loss':>9} "
+                 f"{'time (s)':>9}"]
+        for i, (loss, sec) in enumerate(zip(self.train_loss,
+                                            self.epoch_time)):
+            val = self.val_loss[i] if i < len(self.val_loss) else math.nan
+            lines.append(f"{i + 1:>5} {loss:>10.4f} {val:>9.4f} {sec:>9.2f}")
+        return "\n".join(lines)
+
+    def __repr__(self):
+        return "History: " + self.summary()
+
+
+def _unpack(out, batch, where):
+    """Split a step's return into ``(loss, num_tokens)``, checking both."""
+    loss, num = out if isinstance(out, (tuple, list)) else (out, None)
+    if not torch.is_tensor(loss) or loss.dim() != 0:
+        shape = tuple(loss.shape) if torch.is_tensor(loss) else type(loss)
+        raise TypeError(f"{where} must return a scalar loss tensor (or "
+                        f"(loss, num_tokens)), got {shape}; reduce the loss "
+                        "with .mean() or .sum() / num_tokens")
+    if num is None:  # a bare loss counts the examples of the batch
+        num = _batch_size(batch)
+    num = int(num)
+    if num <= 0:
+        raise ValueError(f"{where} returned num_tokens={num}; the count of "
+                         "items the loss averages over must be positive")
+    return loss, num
+
+
+def _batch_size(batch):
+    """Length of the first tensor of ``batch`` (1 if it has none)."""
+    batch = [batch] if torch.is_tensor(batch) else batch
+    first = next((t for t in batch if torch.is_tensor(t)), None)
+    return len(first) if first is not None and first.dim() else 1
+
+
+def _check_finite(value, where, step):
+    """Stop at once on a NaN or infinite loss, saying what to try."""
+    if not math.isfinite(value):
+        at = "" if step is None else f" at step {step}"
+        raise FloatingPointError(
+            f"{where} loss is {value}{at}; lower the learning rate, clip "
+            "gradients (gradient_clip_val=1.0) or check the data")
+
+
+class Trainer:
+    """Train a model for a number of epochs, steps or seconds.
+
+    Args:
+        max_epochs: passes over the training data (None: no epoch limit,
+            then ``max_steps`` or ``max_time`` must be given).
+        gradient_clip_val: clip the global gradient norm to this value;
+            0 turns clipping off.
+        device: ``'auto'`` (cuda, then mps, else cpu), ``'cpu'``,
+            ``'cuda'`` or a ``torch.device``.
+        max_steps: stop after this many optimizer steps.
+        max_time: stop once the measured training time (forward, backward
+            and update; validation excluded) reaches this many seconds.
+        val_every_n_steps: also validate every n steps (besides at the end
+            of each epoch), for runs shorter than an epoch.
+        progress: show a tqdm progress bar (notebook or terminal).
+        seed: if given, ``torch.manual_seed(seed)`` at the start of ``fit``
+            (fixes shuffling and dropout; seed before building the model
+            to fix its initial weights too).
+        clock: the timer, ``time.perf_counter`` by default.
+    """
+
+    def __init__(self, max_epochs=1, gradient_clip_val=0, device="auto", *,
+                 max_steps=None, max_time=None, val_every_n_steps=None,
+                 progress=True, seed=None, clock=time.perf_counter):
+        for name, v in (("max_epochs", max_epochs), ("max_steps", max_steps),
+                        ("val_every_n_steps", val_every_n_steps)):
+            if v is not None and (not isinstance(v, int) or v < 1):
+                raise ValueError(f"{name} must be an integer >= 1 or None, "
+                                 f"got {v!r}")
+        if not gradient_clip_val >= 0:  # also rejects NaN
+            raise ValueError(f"gradient_clip_val must be >= 0 (0 means no "
+                             f"clipping), got {gradient_clip_val}")
+        if max_time is not None and not max_time > 0:
+            raise ValueError(f"max_time must be > 0 seconds, got {max_time}")
+        if max_epochs is None and max_steps is None and max_time is None:
+            raise ValueError("max_epochs=None needs max_steps or max_time, "
+                             "otherwise training never stops")
+        self.max_epochs, self.gradient_clip_val = max_epochs, gradient_clip_val
+        self.max_steps, self.max_time = max_steps, max_time
+        self.val_every_n_steps, self.progress = val_every_n_steps, progress
+        self.seed, self.clock = seed, clock
+        self.device = self._pick_device(device)
+        self.optimizer, self.history = None, None
+
+    @staticmethod
+    def _pick_device(device):
+        if device == "auto":
+            if torch.cuda.is_available():
+                return torch.device("cuda")
+            if torch.backends.mps.is_available():
+                return torch.device("mps")
+            return torch.device("cpu")
+        try:
+            device = torch.device(device)
+        except (RuntimeError, TypeError) as err:
+            raise ValueError(f"unknown device {device!r}; use 'auto', "
+                             "'cpu', 'cuda' or 'mps'") from err
+        available = {"cuda": torch.cuda.is_available,
+                     "mps": torch.backends.mps.is_available}
+        if not available.get(device.type, lambda: True)():
+            raise ValueError(f"device {device.type!r} is not available on "
+                             "this machine; use device='auto' or 'cpu'")
+        return device
+
+    def _to_device(self, batch):
+        """Move the tensors of a batch to the device, leave the rest."""
+        if torch.is_tensor(batch):
+            return batch.to(self.device)
+        if isinstance(batch, (tuple, list)):
+            items = [self._to_device(t) for t in batch]
+            if hasattr(batch, "_fields"):  # a namedtuple
+                return type(batch)(*items)
+            return type(batch)(items)
+        return batch
+
+    def _sync(self):
+        """Wait for queued GPU work so that the clock measures it."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def validate(self, model, loader, step=None):
+        """Token-weighted mean loss over ``loader``, without gradients.
+
+        Args:
+            model: has ``validation_step`` (or ``training_step``).
+            loader: an iterable of batches, e.g. ``data.val_dataloader()``.
+            step: the training step, named in the error on a NaN loss.
+
+        Returns:
+            The mean loss (a float); the model's train/eval mode is kept.
+        """
+        step_fn = getattr(model, "validation_step", model.training_step)
+        was_training = model.training
+        model.eval()
+        total, count = 0.0, 0
+        with torch.no_grad():
+            for batch in loader:
+                batch = self._to_device(batch)
+                loss, num = _unpack(step_fn(batch), batch, "validation_step")
+                total, count = total + loss.item() * num, count + num
+        model.train(was_training)
+        if count == 0:
+            raise ValueError("the validation loader yielded no batches")
+        _check_finite(total / count, "validation", step)
+        return total / count
+
+    def _train_step(self, model, batch):
+        """One update; returns the batch loss and its number of tokens."""
+        loss, num = _unpack(model.training_step(self._to_device(batch)),
+                            batch, "training_step")
+        value = loss.item()
+        _check_finite(value, "training", self.history.num_steps + 1)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if self.gradient_clip_val > 0:  # rescale if the global norm is larger
+            torch.nn.utils.clip_grad_norm_(model.parameters(),
+                                           self.gradient_clip_val)
+        self.optimizer.step()
+        self._sync()
+        return value, num
+
+    def fit(self, model, data):
+        """Train ``model`` on ``data``; the optimizer is ``self.optimizer``.
+
+        Args:
+            model: an ``nn.Module`` with the methods in the module docstring;
+                it is moved to ``self.device`` and left in eval mode.
+            data: has ``train_dataloader()`` and maybe ``val_dataloader()``.
+
+        Returns:
+            The ``History`` of the run, also kept as ``self.history``.
+        """
+        if self.seed is not None:
+            torch.manual_seed(self.seed)
+        model.to(self.device)
+        self.optimizer = model.configure_optimizers()
+        if not isinstance(self.optimizer, torch.optim.Optimizer):
+            raise TypeError("configure_optimizers() must return a torch "
+                            f"optimizer, got {type(self.optimizer).__name__}")
+        train = data.train_dataloader()
+        val = getattr(data, "val_dataloader", lambda: None)()
+        try:
+            per_epoch = len(train)
+        except TypeError:  # an iterable-style loader has no length
+            per_epoch = None
+        bounds = [n for n in (self.max_steps, per_epoch and self.max_epochs
+                              and per_epoch * self.max_epochs) if n]
+        self.history = hist = History()
+        bar = tqdm(total=min(bounds) if bounds else None, unit="step",
+                   disable=not self.progress)
+        try:
+            epoch = 0
+            while self.max_epochs is None or epoch < self.max_epochs:
+                epoch += 1
+                bar.set_description(f"epoch {epoch}")
+                start, stop, total, count = self.clock(), False, 0.0, 0
+                first_step = hist.num_steps
+                model.train()
+                for batch in train:
+                    t0 = self.clock()
+                    value, num = self._train_step(model, batch)
+                    hist.train_time += self.clock() - t0
+                    hist.num_steps += 1
+                    hist.num_tokens += num
+                    hist.steps.append((hist.num_steps, value))
+                    total, count = total + value * num, count + num
+                    bar.update()
+                    self._show(bar)
+                    stop = self._should_stop()
+                    if stop:
+                        break
+                    if val is not None and self.val_every_n_steps and \
+                            hist.num_steps % self.val_every_n_steps == 0:
+                        self._record_val(model, val, bar)
+                if count == 0:
+                    raise ValueError("train_dataloader() yielded no batches")
+                hist.train_loss.append(total / count)
+                if val is not None:
+                    hist.val_loss.append(self._record_val(model, val, bar))
+                hist.epoch_time.append(self.clock() - start)
+                done = hist.num_steps - first_step
+                hist.epochs += done / per_epoch if per_epoch else 1.0
+                if stop:
+                    break
+        finally:
+            bar.close()
+        model.eval()
+        return hist
+
+    def _should_stop(self):
+        hist = self.history
+        return (self.max_steps is not None
+                and hist.num_steps >= self.max_steps) or (
+            self.max_time is not None and hist.train_time >= self.max_time)
+
+    def _record_val(self, model, val, bar):
+        """Validate now unless this step was validated already."""
+        hist = self.history
+        if hist.val_steps and hist.val_steps[-1][0] == hist.num_steps:
+            return hist.val_steps[-1][1]
+        loss = self.validate(model, val, hist.num_steps)
+        hist.val_steps.append((hist.num_steps, loss))
+        self._show(bar)
+        return loss
+
+    def _show(self, bar):
+        """Put the last losses and the speed on the progress bar."""
+        hist = self.history
+        post = {"loss": f"{hist.steps[-1][1]:.3f}"}
+        if hist.val_steps:
+            post["val"] = f"{hist.val_steps[-1][1]:.3f}"
+        post["tok/s"] = f"{hist.tokens_per_second:,.0f}"
+        bar.set_postfix(post, refresh=False)
+
+
+_SAFE_LEAVES = (bool, int, float, complex, str, bytes, type(None),
+                torch.Tensor, torch.dtype, torch.device, torch.Size)
+
+
+def _check_safe(obj, name):
+    """Reject metadata that ``torch.load(weights_only=True)`` cannot read."""
+    if isinstance(obj, dict):
+        for key, value in obj.items():
+            _check_safe(key, name)
+            _check_safe(value, f"{name}[{key!r}]")
+    elif isinstance(obj, (list, tuple)):
+        for i, value in enumerate(obj):
+            _check_safe(value, f"{name}[{i}]")
+    elif not isinstance(obj, _SAFE_LEAVES):
+        raise TypeError(f"{name} is a {type(obj).__name__}; checkpoint "
+                        "metadata may hold only tensors, numbers, strings, "
+                        "None and lists, tuples or dicts of these")
+
+
+def save_checkpoint(model, path, **extra):
+    """Save ``model.state_dict()`` and metadata ``extra`` to ``path``.
+
+    The file is written to a temporary file and renamed, so an interrupted
+    save never leaves a half-written checkpoint behind.
+
+    Args:
+        model: the ``nn.Module`` whose parameters and buffers are saved.
+        path: the file to write; missing folders are created.
+        **extra: metadata (numbers, strings, tensors, lists, dicts, e.g.
+            ``epoch=3`` or ``optimizer=opt.state_dict()``).
+    """
+    for key, value in extra.items():
+        _check_safe(value, key)
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save({"format": "d2lmini-checkpoint", "version": 1,
+                        "state_dict": model.state_dict(), "extra": extra}, f)
+        os.chmod(tmp, 0o644)  # mkstemp makes the file private (0o600)
+        os.replace(tmp, path)
+    except BaseException:
+        os.remove(tmp)
+        raise
+
+
+def load_checkpoint(model, path):
+    """Load a ``save_checkpoint`` file into ``model`` (in place).
+
+    Only tensors and plain data are unpickled (``weights_only=True``), so a
+    file that smuggles in arbitrary Python objects is refused.
+
+    Args:
+        model: a module of the same architecture as the saved one.
+        path: a file written by ``save_checkpoint``.
+
+    Returns:
+        The ``extra`` metadata dict given to ``save_checkpoint``.
+    """
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as err:
+        raise ValueError(f"{path} holds objects other than tensors and "
+                         "plain data; refusing to unpickle it (load only "
+                         "files you trust)") from err
+    if not isinstance(ckpt, dict) or ckpt.get("format") != \
+            "d2lmini-checkpoint":
+        raise ValueError(f"{path} is not a d2lmini checkpoint; create one "
+                         "with save_checkpoint(model, path)")
+    model.load_state_dict(ckpt["state_dict"])
+    return ckpt["extra"]
