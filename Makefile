@@ -33,7 +33,8 @@ venv: $(STAMP)
 assets/vendor/.complete: scripts/vendor_js.sh
 	@command -v npm >/dev/null || \
 	    ($(SUDO) apt-get update -qq && \
-	     $(SUDO) apt-get install -y -qq npm >/dev/null)
+	     $(SUDO) env DEBIAN_FRONTEND=noninteractive \
+	         apt-get install -y -qq npm >/dev/null)
 	bash scripts/vendor_js.sh
 
 vendor: assets/vendor/.complete
@@ -66,7 +67,7 @@ nbval: $(STAMP)
 	        -o addopts="" $(NOTEBOOKS); \
 	fi
 
-# The committed notebooks have complete, fresh outputs (no kernel; part of
+# The committed notebooks have complete, fresh outputs (seconds; part of
 # `make unit` too).
 notebooks: $(STAMP)
 	$(BIN)/python -m pytest -q tests/test_notebooks.py
@@ -80,7 +81,8 @@ execute: $(STAMP)
 chromium:
 	@command -v chromium >/dev/null || \
 	    ($(SUDO) apt-get update -qq && \
-	     $(SUDO) apt-get install -y -qq chromium >/dev/null)
+	     $(SUDO) env DEBIAN_FRONTEND=noninteractive \
+	         apt-get install -y -qq chromium >/dev/null)
 
 # Serve _build/html on 127.0.0.1 and check every page in headless chromium
 # (needs `make book` first); screenshots go to _build/screenshots/.

@@ -1,0 +1,337 @@
+"""Checks of the built website, ``_build/html`` (run ``make book`` first).
+
+Run with ``make browser`` (``pytest -m book tests/test_book_html.py``); a
+plain ``pytest`` skips this module. The browser checks drive Debian's
+``chromium`` through Playwright (never ``playwright install``) against the
+site served by ``http.server`` on 127.0.0.1. For every page listed in
+``_toc.yml`` they check that:
+
+- no request goes to another host, and none fails or gets a 4xx/5xx;
+- MathJax 3 typesets every formula, without errors and no raw TeX left;
+- every image loads;
+- every widget view with saved state renders;
+- no page error other than two known harmless ones occurs.
+
+A full-page screenshot of each page goes to ``_build/screenshots/``.
+"""
+
+import functools
+import importlib.util
+import json
+import re
+import shutil
+import threading
+from html.parser import HTMLParser
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+import yaml
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
+from playwright.sync_api import sync_playwright
+
+pytestmark = pytest.mark.book
+
+ROOT = Path(__file__).resolve().parent.parent
+HTML = ROOT / "_build" / "html"
+SHOTS = ROOT / "_build" / "screenshots"
+VIEW_MIME = "application/vnd.jupyter.widget-view+json"
+STATE_MIME = "application/vnd.jupyter.widget-state+json"
+CHROMIUM_FLAGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+    "--no-first-run", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync",
+]
+# Page errors that every page has and that break nothing (see
+# notes/jupyter-book-1-toolchain.md, P9): sphinx-thebe declares its config
+# twice, and the widget manager calls the MathJax 2 API (MathJax.Hub).
+HARMLESS_PAGE_ERRORS = re.compile(
+    r"Identifier 'THEBE_JS_URL' has already been declared"
+    r"|Cannot read properties of undefined \(reading 'Queue'\)")
+WIDGET_WAIT_MS = 15_000
+# Counts of what the browser checks found, page by page, for the summary.
+CHECKED = {}
+
+
+def _load_toc_module():
+    path = ROOT / "scripts" / "toc_notebooks.py"
+    spec = importlib.util.spec_from_file_location("toc_notebooks", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def toc_pages():
+    """Return the documents of ``_toc.yml`` in reading order, no suffix."""
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    files = _load_toc_module().toc_files
+    return [toc["root"], *files(toc.get("chapters", [])),
+            *files(toc.get("parts", []))]
+
+
+PAGES = toc_pages()
+
+
+def page_html(doc):
+    return (HTML / f"{doc}.html").read_text(encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def site(request):
+    """The built site; skipped unless the ``book`` marker was selected."""
+    if "book" not in (request.config.getoption("markexpr") or ""):
+        pytest.skip("website checks run with `make browser` (-m book)")
+    if not (HTML / f"{PAGES[0]}.html").is_file():
+        pytest.fail(f"no website in {HTML}: run `make book` first")
+    return HTML
+
+
+@pytest.fixture(scope="module")
+def server(site):
+    """Serve ``_build/html`` on 127.0.0.1 at a free port (in a thread)."""
+
+    class QuietHandler(SimpleHTTPRequestHandler):
+        """Log nothing but record every 4xx/5xx answer.
+
+        The server sees requests that Playwright does not report, such as
+        the browser's own request for /favicon.ico.
+        """
+
+        def log_message(self, *args):
+            pass
+
+        def log_request(self, code="-", size="-"):
+            if int(code) >= 400:
+                httpd.errors.append(f"{int(code)} {self.path}")
+
+    handler = functools.partial(QuietHandler, directory=str(site))
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    httpd.errors = []
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield httpd
+    httpd.shutdown()
+    httpd.server_close()
+    thread.join()
+
+
+@pytest.fixture(scope="module")
+def browser(server):
+    chromium = shutil.which("chromium") or "/usr/bin/chromium"
+    if not Path(chromium).is_file():
+        pytest.fail("Debian's chromium is not installed: run `make chromium`")
+    playwright = sync_playwright().start()
+    browser = playwright.chromium.launch(
+        executable_path=chromium, args=CHROMIUM_FLAGS)
+    yield browser
+    browser.close()
+    playwright.stop()
+
+
+class ResourceParser(HTMLParser):
+    """Collect every URL that a page loads by itself (not plain links)."""
+
+    LOADING = {"script": "src", "img": "src", "iframe": "src",
+               "source": "src", "audio": "src", "video": "src",
+               "embed": "src", "link": "href"}
+    # <link rel="next" href=...> is a plain link; these rels load.
+    LOADING_RELS = {"stylesheet", "preload", "modulepreload", "prefetch",
+                    "icon", "apple-touch-icon", "manifest"}
+
+    def __init__(self):
+        super().__init__()
+        self.urls = []
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        rels = set((attrs.get("rel") or "").lower().split())
+        if tag == "link" and not rels & self.LOADING_RELS:
+            return
+        if self.LOADING.get(tag) in attrs:
+            self.urls.append(attrs[self.LOADING[tag]])
+        # The widget manager fetches unknown widget code from this CDN.
+        if "data-jupyter-widgets-cdn" in attrs:
+            self.urls.append(attrs["data-jupyter-widgets-cdn"] or "//cdn")
+
+
+def is_external(url):
+    parts = urlsplit(url)
+    return bool(parts.netloc) or parts.scheme not in ("", "data")
+
+
+def test_every_toc_page_is_built_and_no_other(site):
+    missing = [doc for doc in PAGES if not (HTML / f"{doc}.html").is_file()]
+    assert not missing, f"pages of _toc.yml not built: {missing}"
+    skip = {"index", "genindex", "search"}  # index.html is a redirect
+    built = {
+        p.relative_to(HTML).with_suffix("").as_posix()
+        for p in HTML.rglob("*.html")
+        if not p.relative_to(HTML).parts[0].startswith("_")
+    } - skip
+    assert built == set(PAGES), (
+        f"built pages {sorted(built)} differ from _toc.yml {PAGES}")
+
+
+def test_pages_load_nothing_from_other_hosts(site):
+    offenders = {}
+    for doc in PAGES:
+        parser = ResourceParser()
+        parser.feed(page_html(doc))
+        external = [url for url in parser.urls if is_external(url)]
+        if external:
+            offenders[doc] = external
+    assert not offenders, (
+        f"pages load resources from other hosts: {offenders}; vendor them "
+        "(scripts/vendor_js.sh) and point _config.yml at the copies")
+
+
+def test_every_widget_view_has_saved_state(site):
+    state_re = re.compile(
+        rf'<script type="{re.escape(STATE_MIME)}">(.*?)</script>', re.S)
+    view_re = re.compile(
+        rf'<script type="{re.escape(VIEW_MIME)}">(.*?)</script>', re.S)
+    for doc in PAGES:
+        html = page_html(doc)
+        views = [json.loads(v)["model_id"] for v in view_re.findall(html)]
+        if not views:
+            continue
+        states = state_re.findall(html)
+        assert states, (
+            f"{doc}: {len(views)} widget view(s) but no widget state; "
+            "re-run the notebook with scripts/execute_notebooks.py")
+        models = json.loads(states[0])["state"]
+        lost = [v for v in views if v not in models]
+        assert not lost, f"{doc}: widget views without saved state: {lost}"
+
+
+MATH_JS = """async () => {
+  const maths = [...document.querySelectorAll('.math')];
+  if (maths.length === 0) return {math: 0, containers: 0};
+  if (!window.MathJax || !window.MathJax.startup)
+    return {math: maths.length, error: 'MathJax is not loaded'};
+  await MathJax.startup.promise;
+  const rawText = (m) => [...m.childNodes].filter((n) => n.nodeType === 3)
+    .map((n) => n.textContent).join('');
+  return {
+    math: maths.length,
+    version: MathJax.version,
+    containers: document.querySelectorAll('mjx-container').length,
+    errors: [...document.querySelectorAll('mjx-merror')]
+      .map((e) => e.textContent),
+    raw: maths.filter((m) => !m.querySelector('mjx-container')
+                             || /\\\\[([]/.test(rawText(m)))
+      .map((m) => m.textContent.trim().slice(0, 80)),
+  };
+}"""
+
+IMAGES_JS = """async () => {
+  const imgs = [...document.images];
+  imgs.forEach((i) => { i.loading = 'eager'; });
+  const loaded = (i) => i.complete ? null : new Promise((resolve) => {
+    i.addEventListener('load', resolve);
+    i.addEventListener('error', resolve);
+  });
+  const timeout = new Promise((resolve) => setTimeout(resolve, 15000));
+  await Promise.race([Promise.all(imgs.map(loaded)), timeout]);
+  return imgs.map((i) => ({src: i.getAttribute('src'),
+                           ok: i.complete && i.naturalWidth > 0}));
+}"""
+
+# A view is rendered when the widget manager put a non-empty widget element
+# into the .widget-subarea it inserts right before the view's script tag.
+WIDGETS_JS = f"""() => [
+  ...document.querySelectorAll('script[type="{VIEW_MIME}"]')
+].map((s) => {{
+  const area = s.previousElementSibling;
+  const w = area && area.classList.contains('widget-subarea')
+    && area.querySelector('.jupyter-widgets, [class*="widget-"]');
+  return {{model: JSON.parse(s.textContent).model_id,
+           ok: Boolean(w && w.getBoundingClientRect().height > 0)}};
+}})"""
+
+
+@pytest.mark.parametrize("doc", PAGES)
+def test_page_in_browser(doc, server, browser):
+    url = f"http://127.0.0.1:{server.server_address[1]}/{doc}.html"
+    external, failed, page_errors = [], [], []
+    served_before = len(server.errors)
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+
+    def route(request_route):
+        if urlsplit(request_route.request.url).hostname == "127.0.0.1":
+            request_route.continue_()
+        else:
+            external.append(request_route.request.url)
+            request_route.abort()
+
+    page.route("**/*", route)
+    page.on("requestfailed", lambda r: failed.append(
+        f"{r.url} ({r.failure})"))
+    page.on("pageerror", lambda e: page_errors.append(str(e)))
+    try:
+        page.goto(url, wait_until="networkidle")
+        math = page.evaluate(MATH_JS)
+        views = page.evaluate(WIDGETS_JS)
+        if views:
+            try:
+                page.wait_for_function(
+                    f"() => ({WIDGETS_JS})().every((v) => v.ok)",
+                    timeout=WIDGET_WAIT_MS)
+            except PlaywrightTimeoutError:  # reported below
+                pass
+            views = page.evaluate(WIDGETS_JS)
+        # After the widgets: their outputs may hold images too.
+        images = page.evaluate(IMAGES_JS)
+        page.wait_for_load_state("networkidle")
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=SHOTS / f"{doc.replace('/', '-')}.png",
+                        full_page=True)
+    finally:
+        context.close()
+    bad_status = server.errors[served_before:]
+
+    problems = []
+    if external:
+        problems.append(f"requests to other hosts: {external}")
+    failed = [f for f in failed if f.split(" (")[0] not in external]
+    if failed:
+        problems.append(f"failed requests: {failed}")
+    if bad_status:
+        problems.append(f"error responses: {bad_status}")
+    unexpected = [e for e in page_errors
+                  if not HARMLESS_PAGE_ERRORS.search(e)]
+    if unexpected:
+        problems.append(f"page errors: {unexpected}")
+    if "error" in math:
+        problems.append(math["error"])
+    elif math["math"]:
+        if not math["version"].startswith("3."):
+            problems.append(f"MathJax {math['version']}, not 3.x")
+        if math["errors"]:
+            problems.append(f"MathJax errors: {math['errors']}")
+        if math["raw"]:
+            problems.append(f"formulas left as TeX: {math['raw']}")
+    broken = [i["src"] for i in images if not i["ok"]]
+    if broken:
+        problems.append(f"images that did not load: {broken}")
+    blank = [v["model"] for v in views if not v["ok"]]
+    if blank:
+        problems.append(f"widget views not rendered within "
+                        f"{WIDGET_WAIT_MS // 1000} s: {blank}")
+    assert not problems, f"{doc}:\n" + "\n".join(problems)
+    CHECKED[doc] = {"formulas": math["containers"], "images": len(images),
+                    "widgets": len(views)}
+
+
+def test_browser_summary(site, capsys):
+    """Every page was checked in the browser; print what was counted."""
+    unchecked = [doc for doc in PAGES if doc not in CHECKED]
+    assert not unchecked, f"pages that failed the browser check: {unchecked}"
+    totals = {key: sum(c[key] for c in CHECKED.values())
+              for key in ("formulas", "images", "widgets")}
+    with capsys.disabled():
+        print(f"\nbrowser check: {len(CHECKED)} pages, "
+              f"{totals['formulas']} formulas, {totals['images']} images, "
+              f"{totals['widgets']} widgets; screenshots in {SHOTS}")

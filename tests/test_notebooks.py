@@ -1,0 +1,153 @@
+"""The notebooks are committed with fresh, complete outputs.
+
+The book is built with ``execute_notebooks: off``, so what a reader sees is
+what was committed. These checks need no kernel (except the one test of
+``scripts/execute_notebooks.py`` itself) and run in a plain ``pytest``.
+They cover every notebook listed in ``_toc.yml`` and every ``.ipynb`` in
+``chapters/``. Whether the committed outputs still match a re-execution is
+checked by ``make nbval`` for the cells tagged ``nbval-check-output``; here
+a hash of the code records which code produced the outputs.
+"""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FIX = "run `make execute` (scripts/execute_notebooks.py) and commit"
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+
+
+def _load(name):
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        path = ROOT / "scripts" / f"{name}.py"
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    return module
+
+
+execute_notebooks = _load("execute_notebooks")
+toc_notebooks = _load("toc_notebooks")
+
+TOC = toc_notebooks.toc_notebooks()
+IN_CHAPTERS = sorted(p.relative_to(ROOT).as_posix()
+                     for p in (ROOT / "chapters").glob("*.ipynb"))
+NOTEBOOKS = TOC + [nb for nb in IN_CHAPTERS if nb not in TOC]
+
+
+def executed_cells(nb):
+    """The code cells that a top-to-bottom run executes."""
+    skip = execute_notebooks.NotebookClient.skip_cells_with_tag.default_value
+    return [cell for cell in nb.cells
+            if cell.cell_type == "code" and cell.source.strip()
+            and skip not in cell.metadata.get("tags", [])]
+
+
+def test_every_notebook_in_chapters_is_in_the_toc():
+    orphans = [nb for nb in IN_CHAPTERS if nb not in TOC]
+    assert not orphans, (
+        f"{orphans} are not in _toc.yml, so neither the book nor nbval "
+        "sees them: add them to _toc.yml or delete them")
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_notebook_has_fresh_outputs(name):
+    nb = nbformat.read(ROOT / name, as_version=4)
+    nbformat.validate(nb)
+    cells = executed_cells(nb)
+    assert cells, f"{name} has no code cell"
+    counts = [cell.execution_count for cell in cells]
+    assert None not in counts, (
+        f"{name}: {counts.count(None)} of {len(counts)} code cells have no "
+        f"outputs (never executed); {FIX}")
+    assert counts == list(range(1, len(cells) + 1)), (
+        f"{name}: execution counts {counts} are not 1, 2, 3, ...: the "
+        f"outputs do not come from one top-to-bottom run; {FIX}")
+    errors = [i for i, cell in enumerate(nb.cells)
+              for out in cell.get("outputs", [])
+              if out.output_type == "error"]
+    assert not errors, f"{name}: cells {errors} hold an error; {FIX}"
+    timed = [i for i, cell in enumerate(nb.cells)
+             if "execution" in cell.metadata]
+    assert not timed, f"{name}: cells {timed} carry timestamps; {FIX}"
+    recorded = nb.metadata.get(execute_notebooks.METADATA_KEY, {})
+    assert recorded.get("executed_source_sha256") == (
+        execute_notebooks.code_sha256(nb)), (
+        f"{name}: the code changed since the outputs were made (or they "
+        f"were not made by scripts/execute_notebooks.py); {FIX}")
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_notebook_saves_state_of_every_widget(name):
+    nb = nbformat.read(ROOT / name, as_version=4)
+    views = [out.data[WIDGET_VIEW]["model_id"]
+             for cell in nb.cells for out in cell.get("outputs", [])
+             if WIDGET_VIEW in out.get("data", {})]
+    state = nb.metadata.get("widgets", {}).get(WIDGET_STATE, {})
+    lost = [v for v in views if v not in state.get("state", {})]
+    assert not lost, (
+        f"{name}: widgets {lost} have no saved state, so the website shows "
+        f"a blank space; {FIX}")
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_notebook_has_cells_that_nbval_compares(name):
+    nb = nbformat.read(ROOT / name, as_version=4)
+    checked = [cell for cell in executed_cells(nb)
+               if "nbval-check-output" in cell.metadata.get("tags", [])
+               and cell.outputs]
+    assert checked, (
+        f"{name}: no cell with outputs is tagged nbval-check-output, so "
+        "`make nbval` cannot notice stale outputs; tag the deterministic, "
+        "teaching-critical cells")
+
+
+def test_code_hash_follows_code_not_prose():
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell("Prose."),
+        nbformat.v4.new_code_cell("x = 1"),
+        nbformat.v4.new_code_cell("print(x)"),
+    ])
+    before = execute_notebooks.code_sha256(nb)
+    nb.cells[0].source = "Other prose."
+    assert execute_notebooks.code_sha256(nb) == before
+    nb.cells[2].source = "print(x + 1)"
+    assert execute_notebooks.code_sha256(nb) != before
+    # Moving code across a cell boundary is a change too.
+    nb.cells[1].source, nb.cells[2].source = "x = 1\nprint(x)", ""
+    assert execute_notebooks.code_sha256(nb) != before
+
+
+def test_execute_writes_stable_outputs_and_widget_state(tmp_path):
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("import os\nprint(os.getcwd())"),
+        nbformat.v4.new_code_cell("   "),
+        nbformat.v4.new_code_cell(
+            "import ipywidgets\nipywidgets.IntSlider(value=3)"),
+    ])
+    first_id = nb.cells[0].id
+    path = tmp_path / "demo.ipynb"
+    nbformat.write(nb, path)
+    execute_notebooks.execute(path, timeout=60)
+    first_run = path.read_bytes()
+    execute_notebooks.execute(path, timeout=60)
+    assert path.read_bytes() == first_run, "a re-run changed the file"
+    out = nbformat.read(path, as_version=4)
+    assert out.cells[0].id == first_id
+    assert out.cells[0].outputs[0].text.strip() == str(tmp_path)
+    assert [c.execution_count for c in executed_cells(out)] == [1, 2]
+    assert all("execution" not in c.metadata for c in out.cells)
+    view = out.cells[2].outputs[0].data[WIDGET_VIEW]["model_id"]
+    state = out.metadata.widgets[WIDGET_STATE]["state"]
+    assert state[view]["state"]["value"] == 3
+    recorded = out.metadata[execute_notebooks.METADATA_KEY]
+    assert recorded["executed_source_sha256"] == (
+        execute_notebooks.code_sha256(out))
