@@ -83,6 +83,7 @@ def valid_mask(valid_lens, num_keys):
         (True = attend); ``nn.MultiheadAttention``'s
         ``key_padding_mask`` is its negation.
     """
+    valid_lens = torch.as_tensor(valid_lens)
     positions = torch.arange(num_keys, device=valid_lens.device)
     mask = positions < valid_lens[..., None]  # (B, S) or (B, L, S)
     return mask if valid_lens.dim() == 2 else mask[:, None, :]

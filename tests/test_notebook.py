@@ -1,0 +1,105 @@
+"""Tests of d2lmini.notebook: source display and the first-cell setup."""
+
+import inspect
+
+import matplotlib
+import pytest
+import torch
+from IPython.display import Markdown
+
+from d2lmini import plot
+from d2lmini.attention import (
+    DotProductAttention,
+    MultiHeadAttention,
+    masked_softmax,
+)
+from d2lmini.notebook import setup, show_source
+
+matplotlib.use("Agg")
+
+
+def fenced_body(markdown):
+    """The code inside a fenced block, and the fence itself."""
+    text = markdown.data
+    fence = text[:text.index("python")]
+    assert text.endswith("\n" + fence)
+    return text[len(fence) + len("python\n"):-len(fence) - 1], fence
+
+
+def test_function_source_is_a_fenced_python_block():
+    md = show_source(masked_softmax)
+    assert isinstance(md, Markdown)
+    body, fence = fenced_body(md)
+    assert fence == "```"
+    assert body == inspect.getsource(masked_softmax).rstrip("\n")
+    assert body.startswith("def masked_softmax(X, valid_lens=None):")
+
+
+def test_class_source():
+    body, _ = fenced_body(show_source(DotProductAttention))
+    assert body.startswith("class DotProductAttention(nn.Module):")
+    assert "def forward(" in body and "def _fused(" in body
+
+
+def test_method_source_is_dedented():
+    body, _ = fenced_body(show_source(MultiHeadAttention.split_heads))
+    assert body.startswith("def split_heads(self, X):")
+    assert body.splitlines()[1].startswith("    ")  # one level, not two
+    assert not body.splitlines()[1].startswith("        ")
+
+
+class _Example:
+    @property
+    def size(self):
+        """A property: its getter is shown."""
+        return 3
+
+
+def test_property_shows_its_getter():
+    body, _ = fenced_body(show_source(_Example.size))
+    assert body.startswith("@property\ndef size(self):")
+
+
+def _with_fence_in_docstring():
+    """Example::
+
+        ```python
+        x = 1
+        ```
+    """
+
+
+def test_backticks_in_the_source_get_a_longer_fence():
+    body, fence = fenced_body(show_source(_with_fence_in_docstring))
+    assert fence == "````"
+    assert "```python" in body
+
+
+@pytest.mark.parametrize("obj", [len, 3, torch.tensor(1.0)])
+def test_objects_without_python_source_raise_type_error(obj):
+    with pytest.raises(TypeError, match="cannot show the source"):
+        show_source(obj)
+
+
+@pytest.fixture
+def restore_global_state():
+    """Undo setup()'s changes to print options and rcParams."""
+    with matplotlib.rc_context():
+        yield
+    torch.set_printoptions(profile="default")
+
+
+def test_setup_seeds_prints_four_decimals_and_styles(restore_global_state):
+    setup(seed=3)
+    first = torch.rand(3)
+    torch.manual_seed(3)
+    assert torch.equal(first, torch.rand(3))
+    assert str(torch.tensor([1 / 3])) == "tensor([0.3333])"
+    assert str(torch.tensor([1e-6])) == "tensor([0.0000])"  # no 1e-06
+    for key, value in plot.STYLE.items():
+        assert matplotlib.rcParams[key] == value
+
+
+def test_setup_outside_ipython_needs_no_kernel(restore_global_state):
+    setup()  # no IPython shell here: must not try the inline backend
+    assert torch.rand(1).item() == pytest.approx(0.4963, abs=1e-4)

@@ -1,0 +1,186 @@
+"""Tests of d2lmini.plot (matplotlib Agg backend, tiny figures)."""
+
+import matplotlib
+import numpy as np
+import pytest
+import torch
+from matplotlib.figure import Figure
+
+from d2lmini.plot import (
+    STYLE,
+    figure_to_png,
+    plot_score_scaling,
+    set_style,
+    show_heatmaps,
+)
+
+matplotlib.use("Agg")  # d2lmini.plot never imports pyplot; tests stay headless
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def panels(fig):
+    """The heatmap axes of a figure (those holding an image), in order."""
+    return [ax for ax in fig.axes if ax.images and ax.get_label() !=
+            "<colorbar>"]
+
+
+def colorbars(fig):
+    return [ax for ax in fig.axes if ax.get_label() == "<colorbar>"]
+
+
+@pytest.mark.parametrize("shape, grid", [
+    ((3, 5), (1, 1)), ((4, 3, 5), (1, 4)), ((2, 3, 3, 5), (2, 3))])
+def test_layouts_give_one_panel_per_matrix_and_one_colorbar(shape, grid):
+    fig = show_heatmaps(torch.rand(shape))
+    assert isinstance(fig, Figure)
+    assert len(panels(fig)) == grid[0] * grid[1]
+    assert len(colorbars(fig)) == 1
+    for ax in panels(fig):
+        assert ax.images[0].get_array().shape == shape[-2:]
+
+
+def test_all_panels_share_one_colour_scale():
+    matrices = torch.zeros(2, 2, 3, 4)
+    matrices[1, 0, 2, 3] = 0.7  # the largest value is in one panel only
+    fig = show_heatmaps(matrices)
+    limits = [ax.images[0].get_clim() for ax in panels(fig)]
+    assert limits == [(0.0, pytest.approx(0.7))] * 4
+    fixed = show_heatmaps(matrices, vmin=0, vmax=1)
+    assert {ax.images[0].get_clim() for ax in panels(fixed)} == {(0, 1)}
+
+
+def test_all_zero_weights_still_get_a_scale():
+    fig = show_heatmaps(torch.zeros(2, 3))
+    assert panels(fig)[0].images[0].get_clim() == (0, 1.0)
+
+
+def test_values_are_drawn_unchanged_and_input_is_not_modified():
+    weights = torch.rand(1, 2, 3, 4, requires_grad=True)
+    before = weights.detach().clone()
+    fig = show_heatmaps(weights)
+    for j, ax in enumerate(panels(fig)):
+        np.testing.assert_allclose(ax.images[0].get_array(),
+                                   before[0, j].numpy(), rtol=1e-6)
+    assert torch.equal(weights.detach(), before)
+
+
+def test_numpy_and_nested_lists_are_accepted():
+    fig = show_heatmaps([[0.25, 0.75], [1.0, 0.0]])
+    np.testing.assert_array_equal(panels(fig)[0].images[0].get_array(),
+                                  [[0.25, 0.75], [1.0, 0.0]])
+
+
+def test_axis_labels_on_outer_panels_and_token_tick_labels():
+    src, out = ["i", "lost", "."], ["j'ai", "perdu"]
+    fig = show_heatmaps(torch.rand(2, 2, 2, 3), xlabel="Source",
+                        ylabel="Output", xticklabels=src, yticklabels=out)
+    axes = np.array(panels(fig)).reshape(2, 2)
+    assert [ax.get_xlabel() for ax in axes.ravel()] == \
+        ["", "", "Source", "Source"]
+    assert [ax.get_ylabel() for ax in axes.ravel()] == \
+        ["Output", "", "Output", ""]
+    bottom_left = axes[1, 0]
+    assert [t.get_text() for t in bottom_left.get_xticklabels()] == src
+    assert [t.get_text() for t in bottom_left.get_yticklabels()] == out
+    # Long source tokens stand upright so that they do not overlap.
+    assert bottom_left.get_xticklabels()[1].get_rotation() == 90
+
+
+def test_titles_per_column_or_per_panel():
+    fig = show_heatmaps(torch.rand(2, 2, 2, 2), titles=["a", "b"])
+    assert [ax.get_title() for ax in panels(fig)] == ["a", "b", "a", "b"]
+    fig = show_heatmaps(torch.rand(2, 2, 2, 2),
+                        titles=[["a", "b"], ["c", "d"]])
+    assert [ax.get_title() for ax in panels(fig)] == ["a", "b", "c", "d"]
+
+
+def test_annotate_writes_every_value():
+    fig = show_heatmaps(torch.tensor([[0.125, 0.875]]), annotate="{:.3f}")
+    texts = [t.get_text() for t in panels(fig)[0].texts]
+    assert texts == ["0.125", "0.875"]
+    fig = show_heatmaps(torch.tensor([[0.125, 0.875]]), annotate=True)
+    assert [t.get_text() for t in panels(fig)[0].texts] == ["0.12", "0.88"]
+
+
+def test_colorbar_is_labelled():
+    fig = show_heatmaps(torch.rand(2, 2), colorbar_label="weight")
+    assert colorbars(fig)[0].get_ylabel() == "weight"
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    ({"matrices": torch.rand(5)}, "got shape (5,)"),
+    ({"matrices": torch.rand(1, 1, 1, 2, 2)}, "(rows, cols, L, S)"),
+    ({"matrices": torch.rand(2, 3), "xticklabels": ["a"]},
+     "1 xticklabels for 3 columns"),
+    ({"matrices": torch.rand(2, 3), "yticklabels": ["a"]},
+     "1 yticklabels for 2 rows"),
+    ({"matrices": torch.rand(2, 2, 3), "titles": ["a"]},
+     "1 titles for 2 columns"),
+    ({"matrices": torch.rand(2, 2, 2, 3), "titles": [["a", "b"]]},
+     "2 x 2 nested list"),
+])
+def test_bad_arguments_raise_value_error_naming_the_problem(kwargs, words):
+    with pytest.raises(ValueError) as info:
+        show_heatmaps(**kwargs)
+    assert words in str(info.value)
+
+
+def test_non_numbers_raise_type_error():
+    with pytest.raises(TypeError, match="tensor or an array"):
+        show_heatmaps([["a", "b"]])
+
+
+def test_figures_are_not_kept_by_pyplot():
+    import matplotlib.pyplot as plt
+
+    before = plt.get_fignums()
+    show_heatmaps(torch.rand(2, 2))
+    plot_score_scaling(torch.randn(4, 3), d=4)
+    assert plt.get_fignums() == before
+
+
+def test_figure_to_png_is_a_deterministic_png():
+    fig = show_heatmaps(torch.eye(3))
+    first, second = figure_to_png(fig), figure_to_png(fig)
+    assert first.startswith(PNG_MAGIC)
+    assert first == second
+
+
+def test_score_scaling_histograms_and_legends():
+    gen = torch.Generator().manual_seed(0)
+    scores = 8 * torch.randn(50, 6, generator=gen)
+    fig = plot_score_scaling(scores, d=64, bins=10)
+    left, right = fig.axes
+    legend = [t.get_text() for t in left.get_legend().get_texts()]
+    assert legend[0].startswith("q·k (std ") and "√d" in legend[1]
+    assert "d = 64" in left.get_title()
+    # Each histogram counts every score (left) or every query (right).
+    heights = [sum(p.get_height() for p in c) for c in right.containers]
+    assert heights == [50, 50]
+    assert len(left.containers) == 2
+
+
+def test_score_scaling_uses_given_weights():
+    scores = torch.zeros(4, 2)
+    one_hot = torch.tensor([[1.0, 0.0]] * 4)
+    fig = plot_score_scaling(scores, d=4, weights_unscaled=one_hot,
+                             weights_scaled=one_hot)
+    right = fig.axes[1]
+    # All four largest weights are 1: they land in the last bin.
+    assert [c[-1].get_height() for c in right.containers] == [4, 4]
+
+
+@pytest.mark.parametrize("scores, d, words", [
+    (torch.randn(5), 4, "(N, S)"), (torch.randn(2, 3), 0, "d must be")])
+def test_score_scaling_bad_arguments(scores, d, words):
+    with pytest.raises(ValueError, match=words.replace("(", r"\(")
+                       .replace(")", r"\)")):
+        plot_score_scaling(scores, d)
+
+
+def test_set_style_updates_rc_params():
+    with matplotlib.rc_context({"font.size": 20}):
+        set_style()
+        assert matplotlib.rcParams["font.size"] == STYLE["font.size"]
+    assert matplotlib.rcParams["font.size"] != 20
