@@ -12,7 +12,7 @@ NOTEBOOKS = $(shell $(BIN)/python scripts/toc_notebooks.py)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all book test unit lint notebooks nbval execute browser lab \
-        benchmark vendor chromium clean distclean
+        benchmark benchmark-seq2seq vendor chromium clean distclean
 
 all: book
 
@@ -98,6 +98,15 @@ lab: $(STAMP)
 
 benchmark: $(STAMP)
 	$(BIN)/python benchmarks/attention.py
+
+# Training speed against d2l 1.0.3 (minutes; pass ARGS=--quick to check that
+# it runs).  d2l is installed without its dependencies into the git-ignored
+# _build/bench-deps/, for this benchmark only.
+benchmark-seq2seq: $(STAMP)
+	@test -f _build/bench-deps/d2l/torch.py || \
+	    $(BIN)/python -m pip install --quiet --no-deps \
+	        --target _build/bench-deps d2l==1.0.3
+	$(BIN)/python benchmarks/seq2seq.py $(ARGS)
 
 clean:
 	rm -rf _build
