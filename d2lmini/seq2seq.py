@@ -440,6 +440,10 @@ class Seq2Seq(nn.Module):
         src, tgt_input, label = src[order], tgt_input[order], label[order]
         if src_valid_len is not None:
             src_valid_len = src_valid_len[order]
+            if getattr(self.encoder, "pack", False):
+                # Columns past the longest source are padding in every
+                # row: a packed encoder and masked attention ignore them.
+                src = src[:, :max(int(src_valid_len.max()), 1)]
         enc_outputs = self.encoder(src, src_valid_len)
         state = self.decoder.init_state(enc_outputs, src_valid_len)
         features = self.decoder.forward_packed(tgt_input, state,

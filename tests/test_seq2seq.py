@@ -164,6 +164,18 @@ def test_training_step_equals_the_loss_of_forward(kind, lens, seed):
             torch.zeros(()) if r is None else r, atol=1e-5, rtol=1e-4)
 
 
+@pytest.mark.parametrize("pack", [True, False])
+def test_training_step_trims_padding_columns_only_when_packed(pack):
+    """Source columns past the longest source are dropped only when the
+    encoder skips padding; an unpacked encoder still runs over them."""
+    model = make_model("additive")
+    model.encoder.pack = pack
+    batch = make_batch([2, 3], [4, 2])  # T = 7: four all-pad columns
+    loss, _ = model.training_step(batch)
+    torch.testing.assert_close(loss, model.loss(model(*batch[:3]),
+                                                batch[3]))
+
+
 def test_training_step_with_a_pad_inside_a_label_uses_the_plain_path():
     model = make_model("additive")
     batch = make_batch([3, 5], [4, 6])
