@@ -12,7 +12,8 @@ NOTEBOOKS = $(shell $(BIN)/python scripts/toc_notebooks.py)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all book test unit lint notebooks nbval execute browser lab \
-        benchmark benchmark-seq2seq vendor chromium clean distclean
+        benchmark benchmark-seq2seq benchmark-quality vendor chromium \
+        clean distclean
 
 all: book
 
@@ -98,6 +99,11 @@ lab: $(STAMP)
 
 benchmark: $(STAMP)
 	$(BIN)/python benchmarks/attention.py
+
+# Held-out BLEU of the book's recipe and the chapter's (about 4 minutes
+# on 2 CPU cores; needs the corpus, e.g. D2LMINI_DATA_DIR=../shared/data).
+benchmark-quality: $(STAMP)
+	$(BIN)/python benchmarks/translation_quality.py
 
 # Training speed against d2l 1.0.3 (minutes; pass ARGS=--quick to check that
 # it runs).  d2l is installed without its dependencies into the git-ignored

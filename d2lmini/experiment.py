@@ -1,0 +1,306 @@
+"""Translation recipes: build, train, cache and evaluate a seq2seq model.
+
+A ``Recipe`` holds every setting of a run (data, model, training), so a
+notebook says ``train_or_load(CHAPTER_RECIPE)`` and a reader can see,
+change and re-run exactly what was trained.  ``evaluate`` scores a model
+on held-out English sources against *all* their French translations in
+the corpus (sacreBLEU corpus BLEU and chrF) and, for continuity with the
+book, the mean sentence ``bleu`` against one reference.
+
+The chapter's runs stop after a fixed ``max_steps``, not a wall-clock
+``max_time``: the same seed then gives the same weights and numbers on
+every re-execution, however busy the machine is (a time limit stops
+after a number of steps that changes with the load: in the tuning runs
+one recipe took from 135 to over 200 ms a step on a shared machine).
+``CHAPTER_RECIPE.max_steps`` was calibrated to about 150 s of training
+on 2 CPU cores.  This module sits on top of ``data``, ``seq2seq``,
+``trainer`` and ``metrics``; none imports it.
+"""
+
+import dataclasses
+import hashlib
+import json
+import time
+import warnings
+from pathlib import Path
+from typing import NamedTuple
+
+from . import __version__, corpus, metrics, seq2seq
+from .attention import MultiHeadAttention, set_seed
+from .data import MTFraEng
+from .trainer import History, Trainer, load_checkpoint, save_checkpoint
+
+__all__ = ["BOOK_RECIPE", "CHAPTER_RECIPE", "ATTENTIONS", "EvalResult",
+           "Recipe", "Run", "build_data", "build_model", "checkpoint_path",
+           "evaluate", "train", "train_or_load"]
+
+ATTENTIONS = ("additive", "multihead", "none")
+
+
+@dataclasses.dataclass(frozen=True)
+class Recipe:
+    """Every setting of one translation run; ``MTFraEng`` and
+    ``Trainer`` document the data and training fields.
+
+    ``attention`` is ``'additive'`` (Bahdanau), ``'multihead'``
+    (``num_heads`` scaled dot-product heads) or ``'none'`` (d2l's
+    decoder without attention).  At least one of ``max_epochs``,
+    ``max_steps`` and ``max_time`` must be set.
+    """
+
+    # data
+    batch_size: int = 64
+    num_steps: int = 9
+    num_train: int | None = None
+    num_val: int = 1000
+    num_test: int = 1000
+    max_src_len: int | None = None
+    max_tgt_len: int | None = None
+    shuffle: bool = True
+    min_freq: int = 10
+    bucket: bool = True
+    # model
+    embed_size: int = 256
+    num_hiddens: int = 256
+    num_layers: int = 2
+    dropout: float = 0.2
+    attention: str = "additive"
+    num_heads: int = 8
+    # training
+    lr: float = 0.003
+    gradient_clip_val: float = 1.0
+    max_epochs: int | None = None
+    max_steps: int | None = None
+    max_time: float | None = None
+    val_every_n_steps: int | None = None
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.attention not in ATTENTIONS:
+            raise ValueError(f"attention must be one of {ATTENTIONS}, got "
+                             f"{self.attention!r}")
+        if self.attention == "multihead" and \
+                self.num_hiddens % self.num_heads:
+            raise ValueError(f"num_heads={self.num_heads} must divide "
+                             f"num_hiddens={self.num_hiddens}")
+        if (self.max_epochs, self.max_steps, self.max_time) == (None,) * 3:
+            raise ValueError("set max_epochs, max_steps or max_time, "
+                             "otherwise training never stops")
+
+    def replace(self, **changes):
+        """A copy with some fields changed, e.g. ``attention='none'``."""
+        return dataclasses.replace(self, **changes)
+
+    def key(self):
+        """A 16-hex-digit hash of every field and the d2lmini version."""
+        text = json.dumps([__version__, dataclasses.asdict(self)],
+                          sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+# d2l's Bahdanau section: MTFraEng(batch_size=128) (512 train / 128 val
+# pairs of the corpus's first, shortest lines, min_freq 2), 256/256, two
+# GRU layers, dropout 0.2, Adam lr 0.005, clip 1, 30 epochs.
+BOOK_RECIPE = Recipe(
+    batch_size=128, num_steps=9, num_train=512, num_val=128, num_test=0,
+    shuffle=False, min_freq=2, bucket=False, embed_size=256,
+    num_hiddens=256, num_layers=2, dropout=0.2, lr=0.005,
+    gradient_clip_val=1.0, max_epochs=30)
+
+# This chapter's recipe, tuned on the val split (see
+# benchmarks/translation_quality.py): all pairs of at most 8 English and
+# 10 French tokens (120,858 training pairs), split by English source; the
+# held-out test sources come from the same length range.  A small
+# vocabulary (min_freq 10), one GRU layer, 128-wide embeddings, no
+# dropout (training stops near one epoch) and a high learning rate buy
+# the most progress per CPU second.  1000 steps take 135-145 s of
+# training on 2 CPU cores (about the same for each attention kind).
+CHAPTER_RECIPE = Recipe(
+    batch_size=128, num_steps=11, max_src_len=8, max_tgt_len=10,
+    min_freq=10, embed_size=128, num_hiddens=256, num_layers=1,
+    dropout=0.0, lr=0.006, max_steps=1000)
+
+
+def build_data(recipe):
+    """The ``MTFraEng`` of a recipe (the corpus is read once a process)."""
+    r = recipe
+    return MTFraEng(r.batch_size, r.num_steps, r.num_train, r.num_val,
+                    num_test=r.num_test, max_src_len=r.max_src_len,
+                    max_tgt_len=r.max_tgt_len, shuffle=r.shuffle,
+                    seed=r.seed, min_freq=r.min_freq, bucket=r.bucket)
+
+
+def build_model(recipe, data):
+    """A freshly initialized ``Seq2Seq`` for ``data``'s vocabularies
+    (seeded with ``recipe.seed``)."""
+    r = recipe
+    set_seed(r.seed)
+    args = (r.embed_size, r.num_hiddens, r.num_layers, r.dropout)
+    with warnings.catch_warnings():
+        # nn.GRU warns that one layer has no dropout between layers;
+        # the attention still uses the dropout.
+        warnings.filterwarnings("ignore", "dropout option", UserWarning)
+        encoder = seq2seq.Seq2SeqEncoder(len(data.src_vocab), *args)
+        if r.attention == "none":
+            decoder = seq2seq.Seq2SeqDecoder(len(data.tgt_vocab), *args)
+        else:
+            attention = None if r.attention == "additive" else \
+                MultiHeadAttention(r.num_hiddens, r.num_heads, r.dropout)
+            decoder = seq2seq.Seq2SeqAttentionDecoder(
+                len(data.tgt_vocab), *args, attention=attention)
+    return seq2seq.Seq2Seq(encoder, decoder, data.tgt_vocab.pad, lr=r.lr)
+
+
+def train(recipe, data=None, progress=True):
+    """Build and train the recipe's model.
+
+    ``data`` defaults to ``build_data(recipe)``.  Training draws its
+    batch order from the data's generator, so a ``data`` that trained
+    another model before gives other numbers than a fresh one.
+
+    Returns:
+        ``(model, data, history)``; the model is in eval mode.
+    """
+    data = build_data(recipe) if data is None else data
+    model = build_model(recipe, data)
+    r = recipe
+    trainer = Trainer(r.max_epochs, r.gradient_clip_val,
+                      max_steps=r.max_steps, max_time=r.max_time,
+                      val_every_n_steps=r.val_every_n_steps,
+                      progress=progress, seed=r.seed)
+    history = trainer.fit(model, data)
+    return model, data, history
+
+
+class EvalResult(NamedTuple):
+    """What ``evaluate`` measured; BLEU and chrF are in 0-100.
+
+    ``bleu`` is sacreBLEU corpus BLEU (tokenize='none') against all the
+    corpus's translations of each source, ``bleu_single`` against the
+    first one only; ``book_bleu`` is the mean of the book's sentence
+    ``bleu(k=2)`` against the first reference, in 0-1.
+    """
+
+    split: str
+    bleu: float
+    bleu_single: float
+    chrf: float
+    book_bleu: float
+    exact: int  # hypotheses equal to one of their references
+    sources: list
+    hypotheses: list
+    references: list
+    decode_time: float  # seconds of greedy decoding
+    details: str  # sacreBLEU's line for the multi-reference BLEU
+
+
+def _sources(data, split):
+    if split not in ("train", "val", "test"):
+        raise ValueError(f"split must be 'train', 'val' or 'test', got "
+                         f"{split!r}")
+    pairs = getattr(data, split + "_pairs")
+    if not pairs:
+        raise ValueError(f"the {split} split is empty; pass "
+                         f"num_{split} > 0 to the recipe or MTFraEng")
+    return list(dict.fromkeys(e for e, _ in pairs))  # unique, in order
+
+
+def evaluate(model, data, split="test", *, sources=None, batch_size=250):
+    """Greedy-translate the unique English sources of a split and score.
+
+    Args:
+        model: a trained ``Seq2Seq``.
+        data: the ``MTFraEng`` the model was trained on.
+        split: ``'test'`` (held out), ``'val'`` or ``'train'``.
+        sources: English sentences of the corpus to use instead of a
+            split (e.g. another recipe's test sources).
+        batch_size: sentences decoded at once.
+
+    Returns:
+        An ``EvalResult``; outputs keep ``<unk>``.
+    """
+    if sources is None:
+        sources = _sources(data, split)
+    else:
+        sources, split = list(sources), "sources"
+    references = [data.references(s) for s in sources]
+    hypotheses, start = [], time.perf_counter()
+    for i in range(0, len(sources), batch_size):
+        hypotheses += [t.text for t in seq2seq.translate(
+            model, data, sources[i:i + batch_size])]
+    decode_time = time.perf_counter() - start
+    score = metrics.corpus_bleu(hypotheses, references)
+    single = [refs[:1] for refs in references]
+    book = [metrics.bleu(h, refs[0], k=2) if h else 0.0
+            for h, refs in zip(hypotheses, references)]
+    return EvalResult(
+        split, score.score,
+        metrics.corpus_bleu(hypotheses, single).score,
+        metrics.corpus_chrf(hypotheses, references).score,
+        sum(book) / len(book),
+        sum(h in refs for h, refs in zip(hypotheses, references)),
+        sources, hypotheses, references, decode_time, str(score))
+
+
+class Run(NamedTuple):
+    """What ``train_or_load`` returns; ``trained`` is False when the
+    weights came from the cache."""
+
+    model: seq2seq.Seq2Seq
+    data: MTFraEng
+    history: History
+    trained: bool
+
+
+def checkpoint_path(recipe, cache_dir=None):
+    """Where ``train_or_load`` keeps the recipe's model: ``cache_dir``
+    (default ``d2lmini.corpus.cache_dir() / 'models'``) / ``<key>.pt``."""
+    folder = corpus.cache_dir() / "models" if cache_dir is None \
+        else Path(cache_dir)
+    return folder / f"seq2seq-{recipe.attention}-{recipe.key()}.pt"
+
+
+def _history_record(history):
+    """The History's fields as plain data a checkpoint may hold."""
+    record = dataclasses.asdict(history)
+    record["steps"] = [list(s) for s in history.steps]
+    record["val_steps"] = [list(s) for s in history.val_steps]
+    return record
+
+
+def train_or_load(recipe, cache_dir=None, progress=True):
+    """Load the recipe's trained model from the cache, else train it.
+
+    The cache file is named by ``recipe.key()`` (every setting and the
+    d2lmini version) and holds the weights and the ``History`` numbers.
+    A file that cannot be read, or whose vocabulary sizes differ from
+    the data's, is replaced by a fresh training run.
+
+    Returns:
+        ``Run(model, data, history, trained)``.
+    """
+    path = checkpoint_path(recipe, cache_dir)
+    data = build_data(recipe)
+    sizes = [len(data.src_vocab), len(data.tgt_vocab)]
+    if path.exists():
+        model = build_model(recipe, data)
+        try:
+            extra = load_checkpoint(model, path)
+            if extra.get("vocab_sizes") != sizes:
+                raise ValueError(f"its vocabulary sizes are "
+                                 f"{extra.get('vocab_sizes')}, not {sizes}")
+            record = extra["history"]
+            history = History(**{
+                **record, "steps": [tuple(s) for s in record["steps"]],
+                "val_steps": [tuple(s) for s in record["val_steps"]]})
+        except (ValueError, RuntimeError, KeyError, TypeError,
+                EOFError) as err:
+            warnings.warn(f"retraining: cannot use {path} ({err})",
+                          stacklevel=2)
+        else:
+            return Run(model.eval(), data, history, False)
+    model, data, history = train(recipe, data, progress)
+    save_checkpoint(model, path, recipe=dataclasses.asdict(recipe),
+                    version=__version__, vocab_sizes=sizes,
+                    history=_history_record(history))
+    return Run(model, data, history, True)

@@ -1,0 +1,227 @@
+"""Tests of d2lmini.experiment: recipes, the checkpoint cache, evaluate.
+
+No test reads the corpus: ``read_pairs`` is replaced by a small
+synthetic English-French corpus, and every model is tiny.
+"""
+
+import dataclasses
+import itertools
+import re
+
+import pytest
+import torch
+
+from d2lmini import attention, data, experiment, metrics, seq2seq
+from d2lmini.experiment import BOOK_RECIPE, CHAPTER_RECIPE, Recipe
+
+SUBJECTS = [("i", "je"), ("you", "tu"), ("we", "nous"), ("they", "ils")]
+VERBS = [("see", ("vois", "regarde")), ("like", ("aime", "adore")),
+         ("want", ("veux", "désire"))]
+OBJECTS = [("the cat", "le chat"), ("the dog", "le chien"),
+           ("a book", "un livre"), ("the car", "la voiture"),
+           ("some bread", "du pain")]
+
+
+def _pairs():
+    """180 pairs: 60 English sources, each with 3 French references."""
+    pairs = []
+    for (se, sf), (ve, vfs), (oe, of) in itertools.product(
+            SUBJECTS, VERBS, OBJECTS):
+        eng = f"{se} {ve} {oe} ."
+        pairs += [(eng, f"{sf} {vf} {of} .") for vf in vfs]
+        pairs.append((eng, f"{sf} {vfs[0]} {of} !"))
+    return pairs
+
+
+TINY = Recipe(batch_size=8, num_steps=7, num_train=None, num_val=12,
+              num_test=6, min_freq=1, embed_size=8, num_hiddens=8,
+              num_layers=1, dropout=0.0, lr=0.01, max_steps=3)
+
+
+@pytest.fixture(autouse=True)
+def synthetic_corpus(monkeypatch, tmp_path):
+    """MTFraEng reads the synthetic pairs; the cache is in tmp_path."""
+    monkeypatch.setattr(data, "read_pairs",
+                        lambda root=None: (tuple(_pairs()), 0))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+
+
+# Recipe -------------------------------------------------------------------
+
+def test_book_recipe_matches_d2l():
+    r = BOOK_RECIPE
+    assert (r.batch_size, r.num_steps, r.num_train, r.num_val) == \
+        (128, 9, 512, 128)
+    assert (r.min_freq, r.shuffle, r.bucket, r.num_test) == \
+        (2, False, False, 0)
+    assert (r.embed_size, r.num_hiddens, r.num_layers, r.dropout) == \
+        (256, 256, 2, 0.2)
+    assert (r.attention, r.lr, r.gradient_clip_val, r.max_epochs) == \
+        ("additive", 0.005, 1.0, 30)
+    assert r.max_steps is None and r.max_time is None
+
+
+def test_chapter_recipe_is_reproducible_and_held_out():
+    r = CHAPTER_RECIPE
+    assert r.max_steps is not None and r.max_time is None
+    assert r.shuffle and r.num_test > 0 and r.attention == "additive"
+
+
+def test_key_is_stable_and_sees_every_field():
+    key = TINY.key()
+    assert re.fullmatch("[0-9a-f]{16}", key)
+    assert Recipe(**dataclasses.asdict(TINY)).key() == key
+    assert TINY.replace(lr=TINY.lr).key() == key
+    changes = {"batch_size": 9, "num_steps": 8, "num_train": 50,
+               "num_val": 11, "num_test": 5, "max_src_len": 6,
+               "max_tgt_len": 6, "shuffle": False, "min_freq": 2,
+               "bucket": False, "embed_size": 16, "num_hiddens": 16,
+               "num_layers": 2, "dropout": 0.1, "attention": "none",
+               "num_heads": 4, "lr": 0.02, "gradient_clip_val": 0.5,
+               "max_epochs": 2, "max_steps": 4, "max_time": 9.0,
+               "val_every_n_steps": 2, "seed": 1}
+    assert set(changes) == {f.name for f in dataclasses.fields(Recipe)}
+    keys = {TINY.replace(**{name: v}).key() for name, v in changes.items()}
+    assert key not in keys and len(keys) == len(changes)
+
+
+def test_key_depends_on_the_version(monkeypatch):
+    key = TINY.key()
+    monkeypatch.setattr(experiment, "__version__", "0.0.0-test")
+    assert TINY.key() != key
+
+
+def test_recipe_is_frozen_and_checked():
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        TINY.lr = 1.0
+    with pytest.raises(ValueError, match="attention must be one of"):
+        TINY.replace(attention="dot")
+    with pytest.raises(ValueError, match="num_heads=3 must divide"):
+        TINY.replace(attention="multihead", num_heads=3)
+    with pytest.raises(ValueError, match="never stops"):
+        TINY.replace(max_steps=None)
+    with pytest.raises(TypeError):
+        TINY.replace(learning_rate=0.1)
+
+
+# build and train ------------------------------------------------------------
+
+@pytest.mark.parametrize("kind", experiment.ATTENTIONS)
+def test_build_model_follows_the_recipe(kind):
+    r = TINY.replace(attention=kind, num_heads=2)
+    d = experiment.build_data(r)
+    model = experiment.build_model(r, d)
+    assert model.lr == r.lr and model.tgt_pad == d.tgt_vocab.pad
+    assert model.encoder.embedding.weight.shape == (len(d.src_vocab), 8)
+    dec = model.decoder
+    assert dec.dense.out_features == len(d.tgt_vocab)
+    if kind == "none":
+        assert isinstance(dec, seq2seq.Seq2SeqDecoder)
+    else:
+        expected = {"additive": attention.AdditiveAttention,
+                    "multihead": attention.MultiHeadAttention}[kind]
+        assert isinstance(dec.attention, expected)
+    if kind == "multihead":
+        assert dec.attention.num_heads == 2
+
+
+def test_train_is_reproducible():
+    m1, d1, h1 = experiment.train(TINY, progress=False)
+    m2, _, h2 = experiment.train(TINY, progress=False)
+    assert h1.num_steps == 3 and not m1.training
+    assert [loss for _, loss in h1.steps] == [loss for _, loss in h2.steps]
+    for (name, a), b in zip(m1.state_dict().items(),
+                            m2.state_dict().values()):
+        assert torch.equal(a, b), name
+    assert len(d1.test_pairs) == 6
+
+
+def test_train_or_load_trains_then_loads(tmp_path):
+    first = experiment.train_or_load(TINY, tmp_path, progress=False)
+    path = experiment.checkpoint_path(TINY, tmp_path)
+    assert first.trained and path.exists()
+    assert TINY.key() in path.name
+    again = experiment.train_or_load(TINY, tmp_path, progress=False)
+    assert not again.trained and not again.model.training
+    for (name, a), b in zip(first.model.state_dict().items(),
+                            again.model.state_dict().values()):
+        assert torch.equal(a, b), name
+    h1, h2 = first.history, again.history
+    assert (h2.num_steps, h2.train_time, h2.num_tokens, h2.epochs) == \
+        (h1.num_steps, h1.train_time, h1.num_tokens, h1.epochs)
+    assert h2.steps == h1.steps and h2.val_loss == h1.val_loss
+    assert h2.tokens_per_second == h1.tokens_per_second
+    other = experiment.train_or_load(TINY.replace(seed=1), tmp_path,
+                                     progress=False)
+    assert other.trained
+
+
+def test_train_or_load_default_folder_is_the_cache():
+    path = experiment.checkpoint_path(TINY)
+    assert path.parent == data.cache_dir() / "models"
+    assert experiment.train_or_load(TINY, progress=False).trained
+    assert path.exists()
+
+
+def test_train_or_load_replaces_a_bad_file(tmp_path):
+    path = experiment.checkpoint_path(TINY, tmp_path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"not a checkpoint")
+    with pytest.warns(UserWarning, match="retraining"):
+        run = experiment.train_or_load(TINY, tmp_path, progress=False)
+    assert run.trained
+    assert not experiment.train_or_load(TINY, tmp_path,
+                                        progress=False).trained
+
+
+# evaluate -------------------------------------------------------------------
+
+def test_evaluate_returns_sane_fields():
+    model, d, _ = experiment.train(TINY, progress=False)
+    res = experiment.evaluate(model, d, "test", batch_size=4)
+    assert res.split == "test" and len(res.sources) == 6
+    assert res.sources == [e for e, _ in d.test_pairs]
+    assert len(res.hypotheses) == len(res.references) == 6
+    assert all(len(refs) == 3 for refs in res.references)
+    assert all(d.splits_of(s) == ("test",) for s in res.sources)
+    assert 0 <= res.bleu <= 100 and 0 <= res.chrf <= 100
+    assert 0 <= res.bleu_single <= res.bleu + 1e-9
+    assert 0 <= res.book_bleu <= 1 and 0 <= res.exact <= 6
+    assert res.decode_time >= 0 and res.details.startswith("BLEU")
+    assert res.bleu == pytest.approx(
+        metrics.corpus_bleu(res.hypotheses, res.references).score)
+
+
+def test_evaluate_scores_a_perfect_translator(monkeypatch):
+    model, d, _ = experiment.train(TINY, progress=False)
+    sources = [e for e, _ in d.test_pairs]
+    translate = seq2seq.translate
+
+    def perfect(model, data, sentences):
+        outs = translate(model, data, sentences)
+        for out, s in zip(outs, sentences):
+            out.tokens = data.references(s)[0].split()
+        return outs
+
+    monkeypatch.setattr(seq2seq, "translate", perfect)
+    res = experiment.evaluate(model, d, sources=sources)
+    assert res.split == "sources"
+    assert res.bleu == pytest.approx(100) and res.exact == 6
+    assert res.bleu_single == pytest.approx(100)
+    assert res.book_bleu == pytest.approx(1)
+
+
+def test_evaluate_val_uses_unique_sources():
+    model, d, _ = experiment.train(TINY, progress=False)
+    res = experiment.evaluate(model, d, "val")
+    assert res.sources == list(dict.fromkeys(e for e, _ in d.val_pairs))
+    assert len(res.sources) < len(d.val_pairs)
+
+
+def test_evaluate_rejects_bad_splits():
+    model, d, _ = experiment.train(TINY.replace(num_test=0),
+                                   progress=False)
+    with pytest.raises(ValueError, match="the test split is empty"):
+        experiment.evaluate(model, d, "test")
+    with pytest.raises(ValueError, match="split must be"):
+        experiment.evaluate(model, d, "dev")
