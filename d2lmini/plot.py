@@ -16,8 +16,8 @@ import matplotlib as mpl
 import numpy as np
 from matplotlib.figure import Figure
 
-__all__ = ["figure_to_png", "plot_score_scaling", "set_style",
-           "show_heatmaps"]
+__all__ = ["figure_to_png", "plot_bleu_by_length", "plot_loss_curves",
+           "plot_score_scaling", "set_style", "show_heatmaps"]
 
 STYLE = {
     "figure.dpi": 100,
@@ -231,3 +231,135 @@ def _softmax(x):
     """Softmax over the last axis, in float64."""
     z = np.exp(x - x.max(axis=-1, keepdims=True))
     return z / z.sum(axis=-1, keepdims=True)
+
+
+def _moving_average(values, window):
+    """Mean of each value and the ``window - 1`` before it (fewer at
+    the start, so the curve begins at the first value)."""
+    sums = np.concatenate([[0.0], np.cumsum(values, dtype=float)])
+    end = np.arange(1, len(values) + 1)
+    start = np.maximum(end - window, 0)
+    return (sums[end] - sums[start]) / (end - start)
+
+
+def _named_runs(histories):
+    """A History, or a dict of them, as a dict ``{label: history}``."""
+    runs = {"": histories} if hasattr(histories, "steps") else histories
+    if not isinstance(runs, dict) or not runs or not all(
+            hasattr(h, "steps") and hasattr(h, "val_steps")
+            for h in runs.values()):
+        raise TypeError("histories must be a trainer History or a non-empty "
+                        "dict {label: History}, got "
+                        f"{type(histories).__name__}")
+    for label, h in runs.items():
+        if not h.steps:
+            raise ValueError(f"history {label!r} has no training steps; "
+                             "plot it after Trainer.fit")
+    return runs
+
+
+def plot_loss_curves(histories, smooth=50, figsize=(6.0, 3.2), title=None,
+                     ylim=None):
+    """Training and validation loss against the step, for one or more runs.
+
+    The loss of single batches is noisy, so it is drawn faint with its
+    moving average over ``smooth`` steps on top; the validation losses
+    are dots joined by a dashed line in the run's colour.
+
+    Args:
+        histories: a ``d2lmini.trainer.History`` (its ``steps`` and
+            ``val_steps``), or a dict ``{label: History}`` to compare runs.
+        smooth: the window of the moving average, in steps (1: none).
+        figsize: (width, height) in inches.
+        title: the title of the axes.
+        ylim: (bottom, top) of the loss axis, to zoom in on the end of
+            training; None shows every loss.
+
+    Returns:
+        The ``Figure``.
+    """
+    runs = _named_runs(histories)
+    if isinstance(smooth, bool) or not isinstance(smooth, int) \
+            or smooth < 1:
+        raise ValueError(f"smooth must be an int >= 1 (steps), got "
+                         f"{smooth!r}")
+    fig = Figure(figsize=figsize, layout="constrained")
+    ax = fig.subplots()
+    for i, (label, h) in enumerate(runs.items()):
+        color, name = f"C{i}", f"{label}: " if label else ""
+        steps, losses = np.array(h.steps, dtype=float).T
+        ax.plot(steps, losses, color=color, alpha=0.2, linewidth=0.6)
+        mean = "" if smooth == 1 else f" (mean of {smooth} steps)"
+        ax.plot(steps, _moving_average(losses, smooth), color=color,
+                label=f"{name}train{mean}")
+        if h.val_steps:
+            v_steps, v_losses = np.array(h.val_steps, dtype=float).T
+            ax.plot(v_steps, v_losses, "o--", color=color, markersize=3,
+                    label=f"{name}validation")
+    ax.set(xlabel="training step", ylabel="cross-entropy per token",
+           title=title)
+    if ylim is not None:
+        ax.set_ylim(*ylim)
+    ax.legend(loc="upper right")
+    return fig
+
+
+def _bucket_label(low, high, count):
+    """'3', '3-4' or '9+' (inclusive token counts) and the bucket size."""
+    if high == np.inf:
+        span = f"{low:g}+"
+    elif high - low == 1:
+        span = f"{low:g}"
+    else:
+        span = f"{low:g}–{high - 1:g}"
+    return f"{span}\n({count} sent.)"
+
+
+def plot_bleu_by_length(results, figsize=None, title=None):
+    """Corpus BLEU per bucket of source length, one bar per model.
+
+    Args:
+        results: a dict ``{model name: buckets}``, the buckets from
+            ``d2lmini.metrics.bleu_by_length`` (each with ``low``,
+            ``high``, ``count`` and ``score``); every model must have the
+            same buckets, i.e. be scored on the same sentences.
+        figsize: (width, height) in inches; None sizes it from the
+            number of buckets.
+        title: the title of the axes.
+
+    Returns:
+        The ``Figure``; each bar is labelled with its score, and an empty
+        bucket (score NaN) has no bar.
+    """
+    if not isinstance(results, dict) or not results:
+        raise TypeError("results must be a non-empty dict {model name: "
+                        f"buckets}}, got {type(results).__name__}")
+    keys = {name: [(b.low, b.high, b.count) for b in buckets]
+            for name, buckets in results.items()}
+    first, reference = next(iter(keys.items()))
+    for name, key in keys.items():
+        if key != reference:
+            raise ValueError(
+                f"{name!r} has buckets (low, high, count) {key} but "
+                f"{first!r} has {reference}; score every model on the "
+                "same sentences with the same bins")
+    if not reference:
+        raise ValueError(f"{first!r} has no buckets; give at least one")
+    n, m = len(reference), len(results)
+    if figsize is None:
+        figsize = (min(1.0 + 0.45 * n * m + 0.3 * n, 8.0), 3.2)
+    fig = Figure(figsize=figsize, layout="constrained")
+    ax = fig.subplots()
+    width, x = 0.8 / m, np.arange(n)
+    for i, (name, buckets) in enumerate(results.items()):
+        scores = np.array([b.score for b in buckets], dtype=float)
+        bars = ax.bar(x + (i - (m - 1) / 2) * width,
+                      np.nan_to_num(scores), width, label=name)
+        ax.bar_label(bars, padding=1, fontsize=7, labels=[
+            "" if np.isnan(s) else f"{s:.1f}" for s in scores])
+    ax.set_xticks(x, [_bucket_label(*key) for key in reference])
+    ax.set(xlabel="source length (tokens)", ylabel="corpus BLEU",
+           title=title)
+    ax.margins(y=0.3)  # head room for the legend above the bars
+    ax.legend(loc="upper center", ncols=m)
+    return fig

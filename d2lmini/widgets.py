@@ -8,16 +8,27 @@ shows the figure of the initial slider values on the static website too,
 where no kernel runs. Inputs are seeded: the same arguments draw the same
 figures.
 
-Shape legend: L queries, S keys, N sampled queries.
+``translation_explorer`` is a ``Tab`` instead: one pre-rendered page per
+example sentence (tab switching needs no kernel, so the website shows all
+of them) and a live page with a text box, a model and a head choice.
+
+Shape legend: L queries, S keys, N sampled queries; for translations
+T output steps, S source positions, h heads.
 """
+
+import html
+import math
 
 import ipywidgets as widgets
 import torch
 
 from d2lmini.attention import masked_softmax
+from d2lmini.data import preprocess, tokenize
 from d2lmini.plot import figure_to_png, plot_score_scaling, show_heatmaps
+from d2lmini.seq2seq import translate
 
-__all__ = ["masked_softmax_explorer", "scaling_explorer"]
+__all__ = ["masked_softmax_explorer", "scaling_explorer",
+           "translation_explorer", "translation_figure"]
 
 SLIDER_STYLE = {"description_width": "initial"}
 
@@ -163,3 +174,264 @@ def scaling_explorer(dims=tuple(2 ** i for i in range(11)), d=64,
     slider.observe(draw, names="value")
     draw()
     return widgets.VBox([slider, image])
+
+
+# The translation explorer: output steps are the rows of a map (T),
+# source positions its columns (S).
+
+TRANSLATION_HINT = ("Type an English sentence and press Enter (this needs "
+                    "a running Jupyter kernel; on the website the other "
+                    "tabs hold saved examples).")
+
+
+def _head_grid(attention):
+    """(h, T, S) -> (rows, cols, T, S): the mean, then every head.
+
+    Unused panels at the end of the last row are NaN (drawn blank).
+    """
+    maps = torch.cat([attention.mean(0, keepdim=True), attention])
+    n, T, S = maps.shape  # n = h + 1
+    cols = n if n <= 4 else math.ceil(math.sqrt(n))  # 8 heads: 3 x 3
+    rows = math.ceil(n / cols)
+    blank = maps.new_full((rows * cols - n, T, S), float("nan"))
+    return torch.cat([maps, blank]).reshape(rows, cols, T, S), n
+
+
+def translation_figure(translation, head="mean", title=None):
+    """Heatmap of a translation's attention weights.
+
+    Source tokens label the columns, output tokens the rows; every panel
+    uses the colour scale 0..1, so maps of different heads, models and
+    sentences compare directly.
+
+    Args:
+        translation: a ``d2lmini.seq2seq.Translation`` with attention
+            (T, S) for one map, or (h, T, S) for h heads.
+        head: ``"mean"`` (the mean of the heads, or the only map), an
+            int in [0, h) for one head, or ``"all"`` for the mean and
+            every head in a grid.
+        title: text that starts the title of the (first) panel.
+
+    Returns:
+        The ``Figure``.
+    """
+    attention = translation.attention
+    if attention is None:
+        raise ValueError("this translation has no attention weights (a "
+                         "decoder without attention)")
+    if attention.dim() not in (2, 3):
+        raise ValueError("attention must be (T, S) or (h, T, S), got "
+                         f"shape {tuple(attention.shape)}")
+    h = attention.shape[0] if attention.dim() == 3 else 1
+    maps = attention if attention.dim() == 3 else attention[None]
+    prefix = f"{title}: " if title else ""
+    labels = {"xticklabels": translation.src_tokens,
+              "yticklabels": translation.out_tokens,
+              "xlabel": "Source tokens", "ylabel": "Output tokens",
+              "vmin": 0, "vmax": 1}
+    T, S = maps.shape[1:]
+    # About a quarter inch per token, so that its label fits.
+    width, height = min(max(0.3 * S, 1.8), 4.5), min(max(0.25 * T, 1), 4)
+    if head == "all" and h > 1:
+        grid, n = _head_grid(maps)  # (rows, cols, T, S)
+        rows, cols = grid.shape[:2]
+        labels["figsize"] = (cols * width + 1.4, rows * height + 1.3)
+        names = ["mean of heads"] + [f"head {i + 1}" for i in range(h)]
+        names[0] = prefix + names[0]
+        names += [""] * (grid.shape[0] * grid.shape[1] - n)
+        fig = show_heatmaps(grid, titles=[names[i:i + cols] for i in
+                                          range(0, len(names), cols)],
+                            **labels)
+        for ax in fig.axes[n:rows * cols]:
+            ax.set_visible(False)
+        # show_heatmaps turns long labels upright in its first column
+        # only; the other panels of the bottom row share those labels.
+        if max(map(len, translation.src_tokens), default=0) > 3:
+            for ax in fig.axes[(rows - 1) * cols:rows * cols]:
+                ax.tick_params(axis="x", labelrotation=90)
+        return fig
+    if head in ("mean", "all"):
+        weights = maps.mean(0)  # (T, S)
+        name = f"mean of {h} heads" if h > 1 else "attention weights"
+    elif isinstance(head, int) and not isinstance(head, bool) \
+            and 0 <= head < h:
+        weights, name = maps[head], f"head {head + 1} of {h}"
+    else:
+        raise ValueError(f"head must be 'mean', 'all' or an int in [0, "
+                         f"{h}) for {h} head(s), got {head!r}")
+    return show_heatmaps(weights, titles=[prefix + name],
+                         figsize=(width + 1.6, height + 1.3), **labels)
+
+
+def _translation_image():
+    """An image at its own size (not stretched to the page's width), that
+    still shrinks on a narrow page."""
+    return widgets.Image(format="png", layout=widgets.Layout(
+        max_width="100%", height="auto", object_fit="contain",
+        align_self="flex-start"))
+
+
+def _check_models(models):
+    """A non-empty dict of name -> Seq2Seq with attention."""
+    if not isinstance(models, dict) or not models:
+        raise TypeError("models must be a non-empty dict of name -> "
+                        f"trained Seq2Seq, got {type(models).__name__}")
+    for name, model in models.items():
+        attention = getattr(getattr(model, "decoder", None),
+                            "attention", None)
+        if not isinstance(attention, torch.nn.Module):
+            raise TypeError(f"models[{name!r}] has no attention decoder "
+                            "(decoder.attention): the explorer draws "
+                            "attention weights")
+    return dict(models)
+
+
+def _num_heads(model):
+    return getattr(model.decoder.attention, "num_heads", 1)
+
+
+def _source_note(data, sentence):
+    """Unknown and cut-off words of a sentence, as HTML (or "")."""
+    tokens = tokenize(" ".join(preprocess(sentence).split()))
+    notes = []
+    unknown = [t for t in dict.fromkeys(tokens) if t not in data.src_vocab]
+    if unknown:
+        notes.append("not in the vocabulary, read as &lt;unk&gt;: "
+                     + ", ".join(f"<i>{html.escape(t)}</i>"
+                                 for t in unknown))
+    if len(tokens) + 1 > data.num_steps:  # + 1 for <eos>
+        notes.append(f"only the first {data.num_steps - 1} of "
+                     f"{len(tokens)} words are read")
+    return f"<br><small>{'; '.join(notes)}</small>" if notes else ""
+
+
+def _corpus_note(data, sentence):
+    """Where the sentence is in the corpus, and its references."""
+    try:
+        refs = data.references(sentence)
+        splits = data.splits_of(sentence)
+    except (AttributeError, ValueError):
+        return "not in the corpus"
+    where = ", ".join(splits) if splits else "no split"
+    shown = " | ".join(html.escape(r) for r in refs[:3])
+    more = f" (+{len(refs) - 3} more)" if len(refs) > 3 else ""
+    return f"in the corpus ({where}); reference: {shown}{more}"
+
+
+def _translation_line(name, translation):
+    text = html.escape(translation.text) or "(empty)"
+    return f"<b>{html.escape(name)}</b>: {text}"
+
+
+def translation_explorer(models, data, examples, max_len=None):
+    """Translate English sentences and show where each model attends.
+
+    A ``Tab`` with one page per example sentence, rendered when the
+    explorer is made (their images are saved with the widget state, so
+    the static website shows them and switches tabs without a kernel),
+    and a last page, "your sentence", that translates whatever is typed
+    (live in Jupyter) with the chosen model and head.  A multi-head
+    model's example images show the mean of its heads and every head.
+
+    Args:
+        models: a dict of name -> trained ``Seq2Seq`` whose decoder has
+            attention (e.g. additive and multi-head).
+        data: the ``MTFraEng`` the models were trained on (its
+            vocabularies; ``references`` and ``splits_of`` if present).
+        examples: English sentences for the saved pages (at least one);
+            the first also fills the live page.
+        max_len: the most output steps; default ``data.num_steps``.
+
+    Returns:
+        An ``ipywidgets.Tab``.
+    """
+    models = _check_models(models)
+    if isinstance(examples, str) or not examples or not all(
+            isinstance(s, str) and s.strip() for s in examples):
+        raise TypeError("examples must be a non-empty list of non-empty "
+                        f"English sentences, e.g. ['go .'], got "
+                        f"{examples!r}")
+    if max_len is not None and (isinstance(max_len, bool) or not
+                                isinstance(max_len, int) or max_len < 1):
+        raise ValueError(f"max_len must be an int >= 1 or None, got "
+                         f"{max_len!r}")
+    cache = {}  # (model name, sentence) -> Translation
+
+    def result(name, sentence):
+        if (name, sentence) not in cache:
+            cache[name, sentence] = translate(models[name], data,
+                                              [sentence], max_len)[0]
+        return cache[name, sentence]
+
+    pages = [_example_page(models, data, s, result) for s in examples]
+    titles = [s if len(s) <= 24 else s[:23] + "…" for s in examples]
+    return widgets.Tab(
+        children=pages + [_live_page(models, data, examples[0], result)],
+        titles=titles + ["✎ your sentence"])
+
+
+def _example_page(models, data, sentence, result):
+    """Every model's translation and attention for one sentence."""
+    items = [widgets.HTML(f"<b>{html.escape(sentence)}</b>: "
+                          + _corpus_note(data, sentence)
+                          + _source_note(data, sentence))]
+    for name in models:
+        t = result(name, sentence)
+        image = _translation_image()
+        image.value = figure_to_png(translation_figure(t, "all", name))
+        items += [widgets.HTML(_translation_line(name, t)), image]
+    return widgets.VBox(items)
+
+
+def _head_options(h):
+    return [("mean", "mean")] + [(str(i + 1), i) for i in range(h)] \
+        if h > 1 else [("mean", "mean")]
+
+
+def _live_page(models, data, sentence, result):
+    """Text box, model and head choices over a message and a heatmap."""
+    text = widgets.Text(value=sentence, description="English",
+                        placeholder="type a sentence, press Enter",
+                        continuous_update=False, style=SLIDER_STYLE,
+                        layout=_slider_layout())
+    model = widgets.Dropdown(options=list(models), description="model",
+                             style=SLIDER_STYLE, layout=_slider_layout())
+    head = widgets.ToggleButtons(description="head", style={
+        "description_width": "initial", "button_width": "auto"})
+    message, image = widgets.HTML(), _translation_image()
+    busy = []  # set while the head options change: draw once, not twice
+
+    def set_heads():
+        busy.append(True)
+        h = _num_heads(models[model.value])
+        head.options, head.disabled = _head_options(h), h == 1
+        head.value = "mean"
+        busy.pop()
+
+    def draw(change=None):
+        if busy:
+            return
+        sentence = text.value.strip()
+        if not sentence:
+            message.value, image.value = TRANSLATION_HINT, b""
+            image.layout.display = "none"
+            return
+        t = result(model.value, sentence)
+        message.value = (_translation_line(model.value, t)
+                         + _source_note(data, sentence))
+        image.value = figure_to_png(translation_figure(t, head.value))
+        image.layout.display = None
+
+    def new_model(change):
+        set_heads()
+        draw()
+
+    set_heads()
+    text.observe(draw, names="value")
+    model.observe(new_model, names="value")
+    head.observe(draw, names="value")
+    draw()
+    controls = widgets.HBox([text, model],
+                            layout=widgets.Layout(flex_flow="row wrap"))
+    return widgets.VBox([widgets.HTML(TRANSLATION_HINT), controls, head,
+                         message, image])

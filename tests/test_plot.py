@@ -1,14 +1,19 @@
 """Tests of d2lmini.plot (matplotlib Agg backend, tiny figures)."""
 
+import math
+
 import matplotlib
 import numpy as np
 import pytest
 import torch
 from matplotlib.figure import Figure
 
+from d2lmini.metrics import LengthBucket
 from d2lmini.plot import (
     STYLE,
     figure_to_png,
+    plot_bleu_by_length,
+    plot_loss_curves,
     plot_score_scaling,
     set_style,
     show_heatmaps,
@@ -184,3 +189,133 @@ def test_set_style_updates_rc_params():
         set_style()
         assert matplotlib.rcParams["font.size"] == STYLE["font.size"]
     assert matplotlib.rcParams["font.size"] != 20
+
+
+# Loss curves and BLEU by length (the translation sections).
+
+def _history(losses, val):
+    from d2lmini.trainer import History
+
+    return History(steps=list(enumerate(losses, start=1)), val_steps=val,
+                   num_steps=len(losses))
+
+
+def _lines(ax):
+    return {line.get_label(): line for line in ax.get_lines()}
+
+
+def test_loss_curves_draw_raw_smoothed_and_validation_losses():
+    h = _history([4.0, 2.0, 3.0, 1.0], val=[(2, 2.5), (4, 1.5)])
+    fig = plot_loss_curves(h, smooth=2)
+    ax = fig.axes[0]
+    lines = _lines(ax)
+    train = lines["train (mean of 2 steps)"]
+    np.testing.assert_allclose(train.get_xdata(), [1, 2, 3, 4])
+    # The first point has no predecessor: a window of one value.
+    np.testing.assert_allclose(train.get_ydata(), [4.0, 3.0, 2.5, 2.0])
+    val = lines["validation"]
+    np.testing.assert_allclose(val.get_xdata(), [2, 4])
+    np.testing.assert_allclose(val.get_ydata(), [2.5, 1.5])
+    raw = [line for line in ax.get_lines() if line.get_label()[0] == "_"]
+    assert len(raw) == 1
+    np.testing.assert_allclose(raw[0].get_ydata(), [4.0, 2.0, 3.0, 1.0])
+    assert ax.get_xlabel() == "training step"
+    assert ax.get_ylabel() == "cross-entropy per token"
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == \
+        ["train (mean of 2 steps)", "validation"]
+
+
+def test_loss_curves_compare_runs_in_their_own_colours():
+    runs = {"additive": _history([3.0, 2.0], [(2, 2.2)]),
+            "none": _history([3.5, 2.5, 2.0], [])}
+    fig = plot_loss_curves(runs, smooth=1, title="t")
+    ax = fig.axes[0]
+    lines = _lines(ax)
+    assert set(lines) >= {"additive: train", "additive: validation",
+                          "none: train"}
+    assert "none: validation" not in lines  # that run never validated
+    assert lines["additive: train"].get_color() == \
+        lines["additive: validation"].get_color()
+    assert lines["additive: train"].get_color() != \
+        lines["none: train"].get_color()
+    np.testing.assert_allclose(lines["none: train"].get_ydata(),
+                               [3.5, 2.5, 2.0])
+    assert ax.get_title() == "t"
+
+
+def test_loss_curves_zoom_on_the_loss_axis():
+    h = _history([8.0, 3.0, 2.0], [(3, 2.5)])
+    assert plot_loss_curves(h).axes[0].get_ylim()[1] > 8.0
+    zoomed = plot_loss_curves(h, ylim=(1.5, 3.5)).axes[0]
+    assert zoomed.get_ylim() == (1.5, 3.5)
+
+
+def test_loss_curves_leave_the_history_alone():
+    h = _history([2.0, 1.0, 0.5], [(3, 0.7)])
+    before = (list(h.steps), list(h.val_steps))
+    plot_loss_curves(h, smooth=2)
+    assert (h.steps, h.val_steps) == before
+
+
+@pytest.mark.parametrize("histories, kwargs, error, words", [
+    ("not a history", {}, TypeError, "History"),
+    ({}, {}, TypeError, "non-empty dict"),
+    ({"a": _history([], [])}, {}, ValueError, "'a' has no training"),
+    (_history([1.0], []), {"smooth": 0}, ValueError, "smooth must"),
+])
+def test_loss_curves_bad_arguments(histories, kwargs, error, words):
+    with pytest.raises(error, match=words):
+        plot_loss_curves(histories, **kwargs)
+
+
+def _buckets(scores, bins=(2, 4, 6, math.inf), counts=(5, 3, 0)):
+    return [LengthBucket(lo, hi, n, s) for lo, hi, n, s in
+            zip(bins, bins[1:], counts, scores)]
+
+
+def test_bleu_by_length_draws_one_labelled_bar_per_model_and_bucket():
+    results = {"additive": _buckets([20.0, 12.5, math.nan]),
+               "none": _buckets([22.0, 10.0, math.nan])}
+    fig = plot_bleu_by_length(results, title="held-out")
+    ax = fig.axes[0]
+    first, second = ax.containers
+    assert [b.get_height() for b in first] == [20.0, 12.5, 0.0]
+    assert [b.get_height() for b in second] == [22.0, 10.0, 0.0]
+    # The bars of a bucket sit side by side, the first model on the left.
+    assert first[0].get_x() < second[0].get_x() < first[1].get_x()
+    labels = [t.get_text() for t in ax.texts]
+    assert labels == ["20.0", "12.5", "", "22.0", "10.0", ""]
+    assert [t.get_text() for t in ax.get_xticklabels()] == \
+        ["2–3\n(5 sent.)", "4–5\n(3 sent.)", "6+\n(0 sent.)"]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == \
+        ["additive", "none"]
+    assert ax.get_ylabel() == "corpus BLEU" and ax.get_title() == "held-out"
+
+
+def test_bleu_by_length_single_token_buckets():
+    fig = plot_bleu_by_length({"m": _buckets([1.0, 2.0], bins=(3, 4, 5),
+                                             counts=(1, 2))})
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == \
+        ["3\n(1 sent.)", "4\n(2 sent.)"]
+
+
+@pytest.mark.parametrize("results, error, words", [
+    ({}, TypeError, "non-empty dict"),
+    ([1, 2], TypeError, "non-empty dict"),
+    ({"a": []}, ValueError, "no buckets"),
+    ({"a": _buckets([1.0, 2.0, 3.0]),
+      "b": _buckets([1.0, 2.0, 3.0], counts=(5, 3, 1))},
+     ValueError, "same sentences"),
+])
+def test_bleu_by_length_bad_arguments(results, error, words):
+    with pytest.raises(error, match=words):
+        plot_bleu_by_length(results)
+
+
+def test_new_figures_are_not_kept_by_pyplot():
+    import matplotlib.pyplot as plt
+
+    before = plt.get_fignums()
+    plot_loss_curves(_history([1.0, 0.5], []))
+    plot_bleu_by_length({"m": _buckets([1.0, 2.0, 3.0])})
+    assert plt.get_fignums() == before
