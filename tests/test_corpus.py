@@ -7,7 +7,6 @@ No test touches the internet: downloads come from a local HTTP server on
 import hashlib
 import http.server
 import io
-import socket
 import threading
 import zipfile
 
@@ -23,20 +22,8 @@ TEXT = ("Go.\tVa !\n"
         "Run!\tCourez !\n")
 
 
-@pytest.fixture(autouse=True)
-def offline(monkeypatch, tmp_path):
-    """No corpus in the environment, an empty cache, no real URL."""
-    monkeypatch.delenv(corpus.ENV_VAR, raising=False)
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    # Patch corpus: read_pairs reads its constants, not data's copies.
-    monkeypatch.setattr(corpus, "DATA_URL", _closed_url())
-
-
-def _closed_url():
-    with socket.socket() as s:  # a port that nobody listens on
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    return f"http://127.0.0.1:{port}/fra-eng.zip"
+# Every test runs offline: see the `offline` fixture in conftest.py.
+pytestmark = pytest.mark.usefixtures("offline")
 
 
 def make_zip(text=TEXT, extra=(), method=zipfile.ZIP_DEFLATED):

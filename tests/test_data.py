@@ -7,32 +7,19 @@ Finding, downloading and reading the archive: test_corpus.py.
 
 import hashlib
 import os
-import socket
 import zipfile
 from pathlib import Path
 
 import pytest
 import torch
 
-from d2lmini import corpus, data
+from d2lmini import data
 
 REAL_DIR = os.environ.get(data.ENV_VAR)  # read before any test clears it
 
 
-@pytest.fixture(autouse=True)
-def offline(monkeypatch, tmp_path):
-    """No corpus in the environment, an empty cache, no real URL."""
-    monkeypatch.delenv(corpus.ENV_VAR, raising=False)
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    # Patch corpus: read_pairs reads its constants, not data's copies.
-    monkeypatch.setattr(corpus, "DATA_URL", _closed_url())
-
-
-def _closed_url():
-    with socket.socket() as s:  # a port that nobody listens on
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    return f"http://127.0.0.1:{port}/fra-eng.zip"
+# Every test runs offline: see the `offline` fixture in conftest.py.
+pytestmark = pytest.mark.usefixtures("offline")
 
 
 # Vocab --------------------------------------------------------------------
