@@ -10,27 +10,30 @@ downloads it into the cache only when it is in none of them, verified
 and written atomically.  ``read_pairs`` checks the archive and returns
 its preprocessed ``(english, french)`` pairs.  This module knows no
 vocabulary, tensor or model: ``d2lmini.data`` builds batches on it.
+Every redirect hop is checked before it is requested, and a download
+or ``fra.txt`` larger than ``MAX_DOWNLOAD_BYTES`` or ``MAX_TEXT_BYTES``
+is refused before it fills the disk or the memory.
 """
 
-import contextlib
 import functools
 import hashlib
 import http.client
 import os
 import re
-import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
 import zipfile
 from pathlib import Path, PurePosixPath
 
+from .utils import atomic_write
+
 __all__ = [
     "ARCHIVE_NAME", "ARCHIVE_SHA1", "DATA_URL", "ENV_VAR", "FRA_SHA256",
-    "MEMBER", "ChecksumError", "CorpusNotFoundError", "DownloadError",
-    "UnsafeArchiveError", "cache_dir", "download_archive", "extract",
-    "locate_archive", "parse_pairs", "preprocess", "read_pairs",
-    "tokenize",
+    "MAX_DOWNLOAD_BYTES", "MAX_TEXT_BYTES", "MEMBER", "ChecksumError",
+    "CorpusNotFoundError", "DownloadError", "UnsafeArchiveError",
+    "cache_dir", "download_archive", "locate_archive", "parse_pairs",
+    "preprocess", "read_pairs", "tokenize",
 ]
 
 
@@ -43,6 +46,11 @@ MEMBER = "fra-eng/fra.txt"
 FRA_SHA256 = ("0bb85dbaa1c896844649094d7eaf2e34"
               "bee34e84fe362b26ce7e8f2e12aae104")
 ENV_VAR = "D2LMINI_DATA_DIR"
+# Caps, about 4-5 times the real sizes (the zip has 3,412,837 bytes, its
+# fra.txt 11,669,748): anything larger is refused, not read.
+MAX_DOWNLOAD_BYTES = 16 << 20  # 16 MiB
+MAX_TEXT_BYTES = 48 << 20  # 48 MiB
+_CHUNK = 1 << 20
 _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
 
@@ -87,22 +95,51 @@ def _file_sha1(path):
     return digest.hexdigest()
 
 
+class _CheckedRedirects(urllib.request.HTTPRedirectHandler):
+    """Check each redirect with ``_check_url`` before following it."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        try:
+            _check_url(newurl)
+        except ValueError as e:
+            fp.close()
+            raise DownloadError(f"{e}; {req.full_url} redirects there and "
+                                "nothing was requested from it") from None
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+def _too_big(what, size, cap_name, cap):
+    return (f"{what} has {size} bytes, more than {cap_name}={cap}: "
+            "refusing to read it; check that it is the corpus, or set a "
+            f"larger d2lmini.corpus.{cap_name}")
+
+
 def _fetch(url, out, timeout):
-    """Stream ``url`` into the open file ``out``; return its sha1."""
-    digest, size = hashlib.sha1(), 0
+    """Stream ``url`` into the open file ``out``; return its sha1.  A
+    Content-Length over ``MAX_DOWNLOAD_BYTES`` is refused before the
+    body is read, a longer body as soon as it passes the cap."""
+    cap, digest, size = MAX_DOWNLOAD_BYTES, hashlib.sha1(), 0
+    opener = urllib.request.build_opener(_CheckedRedirects)
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:
-            _check_url(response.geturl())  # a redirect must stay https
-            expected = response.headers.get("Content-Length")
-            for chunk in iter(lambda: response.read(1 << 20), b""):
+        with opener.open(url, timeout=timeout) as response:
+            expected = response.length  # Content-Length, or None
+            if expected is not None and expected > cap:
+                raise DownloadError(_too_big(url, expected,
+                                             "MAX_DOWNLOAD_BYTES", cap))
+            while chunk := response.read(min(_CHUNK, cap + 1 - size)):
+                size += len(chunk)
+                if size > cap:
+                    raise DownloadError(_too_big(url, f"over {cap}",
+                                                 "MAX_DOWNLOAD_BYTES", cap))
                 digest.update(chunk)
                 out.write(chunk)
-                size += len(chunk)
+    except DownloadError:
+        raise
     except urllib.error.HTTPError as e:
         raise DownloadError(f"{url} answered HTTP {e.code} {e.reason}") from e
     except (OSError, http.client.HTTPException) as e:
         raise DownloadError(f"could not download {url}: {e!r}") from e
-    if expected is not None and size != int(expected):
+    if expected is not None and size != expected:
         raise DownloadError(f"download of {url} was cut off: got {size} "
                             f"of {expected} bytes")
     return digest.hexdigest()
@@ -141,50 +178,21 @@ def download_archive(url=None, dest_dir=None, *, sha1=None, timeout=60.0):
     sha1 = ARCHIVE_SHA1 if sha1 is None else sha1
     _check_url(url)
     dest_dir = Path(cache_dir() if dest_dir is None else dest_dir)
-    dest_dir.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=dest_dir, prefix=f".{ARCHIVE_NAME}.",
-                               suffix=".part")
-    try:
-        with os.fdopen(fd, "wb") as out:
-            got = _fetch(url, out, timeout)
+    target = dest_dir / ARCHIVE_NAME
+    with atomic_write(target) as out:
+        got = _fetch(url, out, timeout)
         if got != sha1:
             raise ChecksumError(f"{url} has sha1 {got}, expected {sha1}")
+        out.flush()
         try:
-            with zipfile.ZipFile(tmp) as zf:
+            with zipfile.ZipFile(out.name) as zf:
                 names = zf.namelist()
         except zipfile.BadZipFile as e:
             raise DownloadError(f"{url} is not a zip archive") from e
         _check_names(names, url)
         if MEMBER not in names:
             raise DownloadError(f"{url} holds no {MEMBER}")
-        target = dest_dir / ARCHIVE_NAME
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
     return target
-
-
-def extract(archive, dest):
-    """Extract every member of ``archive`` into ``dest``.
-
-    Every name is checked before anything is written: an absolute path,
-    a ``..`` component or a name resolving outside ``dest`` raises
-    ``UnsafeArchiveError``.  Returns the list of extracted paths.
-    """
-    dest = Path(dest)
-    with zipfile.ZipFile(archive) as zf:
-        names = zf.namelist()
-        _check_names(names, archive)
-        root = dest.resolve()
-        for name in names:
-            if not (root / name).resolve().is_relative_to(root):
-                raise UnsafeArchiveError(
-                    f"{archive} member {name!r} resolves outside {dest}")
-        dest.mkdir(parents=True, exist_ok=True)
-        zf.extractall(dest)
-    return [dest / name for name in names]
 
 
 def _not_found(places, url, cause=None):
@@ -277,16 +285,38 @@ def parse_pairs(text):
     return pairs, skipped
 
 
+def _read_member(zf, path):
+    """``MEMBER``'s bytes and sha256; its declared size is checked before
+    reading, and reading stops when more bytes come than declared."""
+    cap = zf.getinfo(MEMBER).file_size
+    if cap > MAX_TEXT_BYTES:
+        raise ValueError(_too_big(f"{MEMBER} in {path}", cap,
+                                  "MAX_TEXT_BYTES", MAX_TEXT_BYTES))
+    digest, raw = hashlib.sha256(), bytearray()
+    with zf.open(MEMBER) as f:
+        while chunk := f.read(min(_CHUNK, cap + 1 - len(raw))):
+            if len(raw) + len(chunk) > cap:
+                raise ChecksumError(f"{MEMBER} in {path} holds more than "
+                                    f"the {cap} bytes its header declares")
+            digest.update(chunk)
+            raw += chunk
+    return raw, digest.hexdigest()
+
+
 @functools.lru_cache(maxsize=4)
 def _read_archive(path, size, mtime_ns, archive_sha1, fra_sha256):
     """Verify and parse one archive; cached, so read once per process."""
-    with zipfile.ZipFile(path) as zf:
-        _check_names(zf.namelist(), path)
-        if MEMBER not in zf.namelist():
-            raise ValueError(f"{path} holds no {MEMBER}; is it the "
-                             "fra-eng.zip of d2l / manythings.org?")
-        raw = zf.read(MEMBER)
-    got = hashlib.sha256(raw).hexdigest()
+    try:
+        with zipfile.ZipFile(path) as zf:
+            _check_names(zf.namelist(), path)
+            if MEMBER not in zf.namelist():
+                raise ValueError(f"{path} holds no {MEMBER}; is it the "
+                                 "fra-eng.zip of d2l / manythings.org?")
+            raw, got = _read_member(zf, path)
+    except zipfile.BadZipFile as e:
+        raise ChecksumError(f"{path} is damaged or no zip archive ({e}); "
+                            f"replace it with {ARCHIVE_NAME} from "
+                            f"{DATA_URL}") from e
     if got != fra_sha256 and _file_sha1(path) != archive_sha1:
         raise ChecksumError(
             f"{MEMBER} in {path} has sha256 {got}, expected {fra_sha256}:"

@@ -3,12 +3,11 @@
 Shape legend for every comment and docstring in this module:
     B  batch size          T  time steps (``num_steps``)
 
-Finding, downloading and reading ``fra-eng.zip`` is ``d2lmini.corpus``;
-this module turns its preprocessed pairs into train/val/test splits,
-vocabularies and padded id tensors.  It re-exports every public name of
-``corpus``, so ``from d2lmini.data import read_pairs, DATA_URL`` works;
-``read_pairs`` uses the constants of ``corpus``: change (or monkeypatch)
-them there.  The data pipeline knows no model.
+Finding, downloading and reading ``fra-eng.zip`` is ``d2lmini.corpus``
+(import its names from there), and cutting the pairs into held-out
+splits is ``d2lmini.splits``; this module builds vocabularies and padded
+id tensors on them and serves batches.  The data pipeline knows no
+model.
 """
 
 from collections import Counter
@@ -16,35 +15,12 @@ from collections import Counter
 import torch
 from torch.utils import data as tud
 
-from .corpus import (
-    ARCHIVE_NAME,
-    ARCHIVE_SHA1,
-    DATA_URL,
-    ENV_VAR,
-    FRA_SHA256,
-    MEMBER,
-    ChecksumError,
-    CorpusNotFoundError,
-    DownloadError,
-    UnsafeArchiveError,
-    cache_dir,
-    download_archive,
-    extract,
-    locate_archive,
-    parse_pairs,
-    preprocess,
-    read_pairs,
-    tokenize,
-)
+# read_pairs is looked up here at call time: tests replace data.read_pairs.
+from .corpus import preprocess, read_pairs, tokenize
+from .splits import split_pairs
+from .utils import check_int
 
-__all__ = [
-    "ARCHIVE_NAME", "ARCHIVE_SHA1", "DATA_URL", "ENV_VAR", "FRA_SHA256",
-    "MEMBER", "RESERVED_TOKENS", "BucketBatchSampler", "ChecksumError",
-    "CorpusNotFoundError", "DownloadError", "MTFraEng",
-    "UnsafeArchiveError", "Vocab", "cache_dir", "download_archive",
-    "extract", "locate_archive", "parse_pairs", "preprocess",
-    "read_pairs", "tokenize",
-]
+__all__ = ["RESERVED_TOKENS", "BucketBatchSampler", "MTFraEng", "Vocab"]
 
 RESERVED_TOKENS = ("<pad>", "<bos>", "<eos>", "<unk>")
 
@@ -68,10 +44,7 @@ class Vocab:
         if isinstance(tokens, str):
             raise TypeError("tokens must be a list of tokens or of token "
                             "lists, not one string; pass text.split()")
-        if isinstance(min_freq, bool) or not isinstance(min_freq, int) \
-                or min_freq < 1:
-            raise ValueError(f"min_freq must be an int >= 1, got "
-                             f"{min_freq!r}")
+        check_int("min_freq", min_freq)
         reserved = list(reserved_tokens)
         missing = [t for t in RESERVED_TOKENS if t not in reserved]
         if missing or len(set(reserved)) != len(reserved):
@@ -183,85 +156,39 @@ class _Batches(tud.Dataset):
         return src, tgt_in, src_len, label
 
 
-def _check_count(name, value, minimum, none_ok=False):
-    if value is None and none_ok:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) \
-            or value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}"
-                         f"{' or None' if none_ok else ''}, got {value!r}")
-
-
 def _clean(sentence):
     """Preprocess one sentence and collapse its whitespace."""
     return " ".join(preprocess(sentence).split())
 
 
 def _sentences(sentences, name):
-    if isinstance(sentences, str) or not all(
-            isinstance(s, str) for s in sentences):
-        raise TypeError(f"{name} must be a list of strings, e.g. "
-                        "['go .'], not one string or other objects")
-    return [_clean(s) for s in sentences]
+    if not isinstance(sentences, str) and hasattr(sentences, "__iter__"):
+        sentences = list(sentences)  # an iterator is read once
+        if all(isinstance(s, str) for s in sentences):
+            return [_clean(s) for s in sentences]
+    raise TypeError(f"{name} must be a list of strings, e.g. ['go .'], "
+                    "not one string or other objects")
 
 
-def _split(pairs, num_train, num_val, num_test, by_source, generator):
-    """Cut ``pairs`` into train, val and test lists of pairs.
-
-    ``generator`` (or None: corpus order) shuffles the pairs, or the
-    English sources when ``by_source``.  Test takes ``num_test``
-    sources, each once, none of them in train or val.  With
-    ``num_train=None`` test and val come from the end, train is the rest.
-    """
-    groups = None  # English source -> its French sentences, in order
-    if by_source or generator is not None or num_train is None:
-        groups = {}
-        for eng, fra in pairs:
-            groups.setdefault(eng, []).append(fra)
-    if by_source:
-        units = list(groups.items())
-    else:  # one pair at a time, lazily: the book's split reads 640
-        units = ((eng, (fra,)) for eng, fra in pairs)
-    if generator is not None:
-        units = list(units)
-        units = [units[i] for i in
-                 torch.randperm(len(units), generator=generator).tolist()]
-    if num_train is None:
-        units = reversed(list(units))
-    need = (f"; the selection has {len(pairs)} pairs, asked for "
-            f"num_train={num_train}, num_val={num_val}, "
-            f"num_test={num_test} (ask for fewer, or loosen the length "
-            "limits)")
-    it, seen, test_src, splits = iter(units), set(), set(), {}
-    quotas = (("test", num_test), ("val", num_val)) if num_train is None \
-        else (("train", num_train), ("val", num_val), ("test", num_test))
-    for name, n in quotas:
-        out = []
-        while len(out) < n:
-            eng, fras = next(it, (None, None))
-            if eng is None:
-                raise ValueError(f"not enough data for the {name} split"
-                                 + need)
-            if eng in test_src:
-                continue
-            if name == "test":  # each source once, unseen in train/val
-                if eng not in seen:  # with its first translation
-                    out.append((eng, fras[0] if groups is None
-                                else groups[eng][0]))
-                    test_src.add(eng)
-                continue
-            # The last group may be cut; by source, its rest is dropped.
-            out += [(eng, fra) for fra in fras[:n - len(out)]]
-            seen.add(eng)
-        splits[name] = out
-    if num_train is None:  # undo the reversal
-        splits["val"].reverse()
-        splits["test"].reverse()
-        splits["train"] = [(eng, fra) for eng, fras in list(it)[::-1]
-                           if eng not in test_src for fra in fras]
-        if not splits["train"]:
-            raise ValueError("no pairs are left for training" + need)
-    return splits["train"], splits["val"], splits["test"]
+def _clean_pairs(pairs):
+    """Preprocess raw pairs, any iterable (read once); refuse bad ones."""
+    if isinstance(pairs, (str, bytes)) or not hasattr(pairs, "__iter__"):
+        raise TypeError("pairs must be a list (or any iterable) of "
+                        f"(english, french) string pairs, got {pairs!r}")
+    out = []
+    for i, pair in enumerate(pairs):
+        if not (isinstance(pair, (tuple, list)) and len(pair) == 2
+                and all(isinstance(s, str) for s in pair)):
+            raise TypeError(f"pairs[{i}] is {pair!r}; each of pairs must "
+                            "be an (english, french) pair of strings")
+        eng, fra = map(_clean, pair)
+        if not (eng and fra):
+            side = "French" if eng else "English"
+            raise ValueError(f"pairs[{i}] is {pair!r}, whose {side} side "
+                             "is empty after preprocessing; drop the pair "
+                             "or fill it in")
+        out.append((eng, fra))
+    return tuple(out)
 
 
 class MTFraEng:
@@ -271,7 +198,9 @@ class MTFraEng:
     512 pairs (its shortest) for training and the next 128 for
     validation, split by position (d2l loads one pair more by an
     off-by-one).  There train and val may share an English source (the
-    book's split shares "dogs bark ."); ``split_by_source`` avoids it.
+    book's split shares "dogs bark ."); ``split_by_source`` avoids it,
+    and keeps sources that differ only in their final ``. ! ?`` tokens
+    ("forget it !", "forget it .") in one split.
     The test split never shares a source with train or val, and holds
     each source once: ``references`` gives all its translations.
     Vocabularies come from the training split only.
@@ -280,20 +209,25 @@ class MTFraEng:
         batch_size: B.
         num_steps: T; each sequence, with ``<eos>``, is cut or padded to T.
         num_train: training pairs; None takes all pairs not in val/test.
-        num_val: validation pairs.
+        num_val: validation pairs (0: no validation split, and
+            ``val_dataloader()`` returns None).
         num_test: test English sources (0: no test split).
         max_src_len, max_tgt_len: keep only pairs with at most this many
             tokens (without ``<eos>``) on that side.
         shuffle: draw the splits at random (seeded), not in corpus order.
         split_by_source: split by unique English source so that no
             split shares one; defaults to ``shuffle``.
-        seed: seeds the split and the order of the training batches.
+        seed: seeds the split and the order of the training batches,
+            both drawn from ``generator``, this object's own
+            ``torch.Generator`` (not the global one: ``set_seed`` and
+            the model's initialization do not change the data).
         min_freq: vocabulary threshold, counted on the training split.
         bucket: batch training examples of similar length and cut every
             batch to its longest source and target (T_src, T_tgt <= T).
         root: where to look for ``fra-eng.zip`` first (``read_pairs``).
-        pairs: raw ``(english, french)`` pairs to use instead of the
-            corpus (preprocessed here).
+        pairs: raw ``(english, french)`` pairs (any iterable, read once)
+            to use instead of the corpus, preprocessed here; neither side
+            may be empty.
 
     Shape:
         A batch is ``(src, tgt_input, src_valid_len, label)``, int64:
@@ -306,6 +240,8 @@ class MTFraEng:
             ``(english, french)`` pairs (test: one per source).
         src_vocab, tgt_vocab: ``Vocab`` of the training split.
         num_skipped: malformed corpus lines skipped when reading.
+        generator: the ``torch.Generator`` of the split and the batch
+            order; every pass over ``train_dataloader()`` advances it.
     """
 
     def __init__(self, batch_size, num_steps=9, num_train=512, num_val=128,
@@ -321,29 +257,23 @@ class MTFraEng:
                 ("max_src_len", max_src_len, 1, True),
                 ("max_tgt_len", max_tgt_len, 1, True),
                 ("seed", seed, 0, False)):
-            _check_count(name, value, low, none_ok)
+            check_int(name, value, low, none_ok=none_ok)
         self.batch_size, self.num_steps = batch_size, num_steps
         self.bucket = bool(bucket)
         if pairs is None:
             self._corpus, self.num_skipped = read_pairs(root)
         else:
-            if isinstance(pairs, str) or not all(
-                    len(p) == 2 and all(isinstance(s, str) for s in p)
-                    for p in pairs):
-                raise TypeError("pairs must be a list of (english, "
-                                "french) string pairs")
-            self._corpus = tuple((_clean(e), _clean(f)) for e, f in pairs)
-            self.num_skipped = 0
+            self._corpus, self.num_skipped = _clean_pairs(pairs), 0
         selected = [
             (e, f) for e, f in self._corpus
             if (max_src_len is None or len(e.split()) <= max_src_len)
             and (max_tgt_len is None or len(f.split()) <= max_tgt_len)
         ] if max_src_len or max_tgt_len else self._corpus
-        self._generator = torch.Generator().manual_seed(seed)
+        self.generator = torch.Generator().manual_seed(seed)
         by_source = shuffle if split_by_source is None else split_by_source
-        self.train_pairs, self.val_pairs, self.test_pairs = _split(
+        self.train_pairs, self.val_pairs, self.test_pairs = split_pairs(
             selected, num_train, num_val, num_test, bool(by_source),
-            self._generator if shuffle else None)
+            self.generator if shuffle else None)
         self.src_vocab = Vocab([tokenize(e) for e, _ in self.train_pairs],
                                min_freq)
         self.tgt_vocab = Vocab([tokenize(f) for _, f in self.train_pairs],
@@ -403,9 +333,9 @@ class MTFraEng:
             src_len, tgt_len = arrays[2], arrays[4]
             sampler = BucketBatchSampler(
                 tgt_len * (self.num_steps + 1) + src_len,
-                self.batch_size, self._generator)
+                self.batch_size, self.generator)
         else:
-            order = tud.RandomSampler(batches, generator=self._generator) \
+            order = tud.RandomSampler(batches, generator=self.generator) \
                 if train else tud.SequentialSampler(batches)
             sampler = tud.BatchSampler(order, self.batch_size, False)
         return tud.DataLoader(batches, sampler=sampler, batch_size=None)
@@ -415,8 +345,9 @@ class MTFraEng:
         return self._loader("train", train=True)
 
     def val_dataloader(self):
-        """Validation batches in order."""
-        return self._loader("val")
+        """Validation batches in order; None when there is no validation
+        split (``num_val=0``), which tells the trainer to skip it."""
+        return self._loader("val") if self.val_pairs else None
 
     def test_dataloader(self):
         """Test batches in order (one row per test source)."""
@@ -448,6 +379,15 @@ class MTFraEng:
         return tuple(name for name, srcs in self._sources.items()
                      if src in srcs)
 
+    def tokens(self, sentence):
+        """The tokens of a raw sentence after preprocessing, before
+        ``<eos>`` and the cut at ``num_steps`` (``build`` keeps the
+        first ``num_steps`` of ``tokens(s) + ['<eos>']``)."""
+        if not isinstance(sentence, str):
+            raise TypeError(f"sentence must be a string, got "
+                            f"{type(sentence).__name__}")
+        return tokenize(_clean(sentence))
+
     def describe(self, sentence, side="src"):
         """What the model sees: one ``(token, id, token_of_id)`` row per
         time step; unknown tokens show as ``<unk>`` in the last column.
@@ -456,7 +396,7 @@ class MTFraEng:
             raise ValueError(f"side must be 'src' or 'tgt', got {side!r}")
         vocab = self.src_vocab if side == "src" else self.tgt_vocab
         T = self.num_steps
-        tokens = (tokenize(_clean(sentence)) + ["<eos>"])[:T]
+        tokens = (self.tokens(sentence) + ["<eos>"])[:T]
         tokens += ["<pad>"] * (T - len(tokens))
         return [(t, i, vocab.to_tokens(i))
                 for t, i in zip(tokens, vocab[tokens])]

@@ -4,9 +4,11 @@ No test touches the internet: downloads come from a local HTTP server on
 127.0.0.1 that serves small archives made here.
 """
 
+import contextlib
 import hashlib
 import http.server
 import io
+import socket
 import threading
 import zipfile
 
@@ -48,14 +50,17 @@ def put_zip(directory, text=TEXT, **kwargs):
 
 class _Handler(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
+        self.server.requests.append(self.path)
         if self.path not in self.server.routes:
             self.send_error(404)
             return
-        body, declared = self.server.routes[self.path]
-        self.send_response(200)
-        self.send_header("Content-Length", str(declared))
+        status, headers, body = self.server.routes[self.path]
+        self.send_response(status)
+        for name, value in headers.items():
+            self.send_header(name, value)
         self.end_headers()
-        self.wfile.write(body)
+        with contextlib.suppress(ConnectionError):  # a client hung up
+            self.wfile.write(body)
 
     def log_message(self, *args):
         pass
@@ -63,18 +68,27 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def server():
-    """A local HTTP server; ``serve(name, body)`` returns the URL."""
+    """A local HTTP server; ``serve(name, body)`` returns the URL.
+
+    ``declared`` is the Content-Length (None: the body's, "omit": none);
+    ``status`` and keyword headers make e.g. a redirect:
+    ``serve("a", status=302, Location=url)``.  ``serve.requests`` lists
+    the paths asked for.
+    """
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    httpd.routes = {}
+    httpd.routes, httpd.requests = {}, []
     thread = threading.Thread(target=httpd.serve_forever, args=(0.01,),
                               daemon=True)
     thread.start()
 
-    def serve(name, body, declared=None):
-        httpd.routes["/" + name] = (body, len(body) if declared is None
-                                    else declared)
+    def serve(name, body=b"", declared=None, status=200, **headers):
+        if declared != "omit":
+            headers["Content-Length"] = str(len(body) if declared is None
+                                            else declared)
+        httpd.routes["/" + name] = (status, headers, body)
         return f"http://127.0.0.1:{httpd.server_address[1]}/{name}"
 
+    serve.requests = httpd.requests
     yield serve
     httpd.shutdown()
     httpd.server_close()
@@ -123,7 +137,7 @@ def test_parse_pairs_columns_and_skips():
     assert skipped == 3
 
 
-# Finding, downloading and extracting the archive -------------------------
+# Finding and downloading the archive --------------------------------------
 
 def test_download_good_archive(server, tmp_path):
     raw, sha1, _ = make_zip()
@@ -140,10 +154,14 @@ def test_download_good_archive(server, tmp_path):
     ("http 404", corpus.DownloadError),
     ("member with ../", corpus.UnsafeArchiveError),
     ("not a zip", corpus.DownloadError),
+    ("over the size cap", corpus.DownloadError),
 ])
-def test_download_failures_leave_nothing(server, tmp_path, case, error):
+def test_download_failures_leave_nothing(server, tmp_path, monkeypatch,
+                                         case, error):
     raw, sha1, _ = make_zip(extra=["../evil.txt"]
                             if case == "member with ../" else ())
+    if case == "over the size cap":
+        monkeypatch.setattr(corpus, "MAX_DOWNLOAD_BYTES", len(raw) - 1)
     if case == "wrong checksum":
         url, sha1 = server("a.zip", raw), "0" * 40
     elif case == "truncated body":
@@ -165,6 +183,54 @@ def test_download_refuses_plain_http_to_other_hosts(tmp_path):
     with pytest.raises(ValueError, match="https"):
         corpus.download_archive("http://example.com/fra-eng.zip", tmp_path)
     assert files_under(tmp_path) == []
+
+
+@pytest.mark.parametrize("declared", [None, "omit"])
+def test_download_stops_at_the_size_cap(server, monkeypatch, declared):
+    monkeypatch.setattr(corpus, "MAX_DOWNLOAD_BYTES", 1000)
+    url = server("big.zip", b"x" * 200_000, declared)
+    out = io.BytesIO()
+    with pytest.raises(corpus.DownloadError, match="MAX_DOWNLOAD_BYTES"):
+        corpus._fetch(url, out, timeout=10)
+    if declared is None:  # refused on its Content-Length, body unread
+        assert out.getvalue() == b""
+    else:  # no Content-Length: read up to the cap only
+        assert len(out.getvalue()) <= 1000
+
+
+@pytest.fixture
+def connections(monkeypatch):
+    """Hosts that urllib connects to; only 127.0.0.1 gets through."""
+    hosts, connect = [], socket.create_connection
+
+    def create_connection(address, *args, **kwargs):
+        hosts.append(address[0])
+        if address[0] != "127.0.0.1":
+            raise ConnectionRefusedError(f"test: no network ({address})")
+        return connect(address, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "create_connection", create_connection)
+    return hosts
+
+
+def test_every_redirect_is_checked_before_it_is_followed(
+        server, connections, tmp_path):
+    bad = "http://example.invalid/fra-eng.zip"
+    url = server("first", status=302, Location=server(
+        "second", status=301, Location=bad))
+    with pytest.raises(corpus.DownloadError, match="refusing.*invalid"):
+        corpus.download_archive(url, tmp_path)
+    assert server.requests == ["/first", "/second"]
+    assert connections == ["127.0.0.1"] * 2  # never example.invalid
+    assert files_under(tmp_path) == []
+
+
+def test_allowed_redirect_is_followed(server, connections, tmp_path):
+    raw, sha1, _ = make_zip()
+    url = server("old.zip", status=302, Location=server("new.zip", raw))
+    assert corpus.download_archive(url, tmp_path, sha1=sha1).read_bytes() \
+        == raw
+    assert server.requests == ["/old.zip", "/new.zip"]
 
 
 def test_resolution_order(tmp_path, monkeypatch):
@@ -231,21 +297,66 @@ def test_local_archive_with_unsafe_member_is_refused(tmp_path):
         corpus.read_pairs(path, fra_sha256=sha256)
 
 
-@pytest.mark.parametrize("member", ["../evil.txt", "/abs/evil.txt",
-                                    "fra-eng/../../evil.txt", "C:/evil"])
-def test_extract_refuses_members_outside_target(tmp_path, member):
-    path, _, _ = put_zip(tmp_path / "zip", extra=[member])
-    dest = tmp_path / "out" / "dest"
-    with pytest.raises(corpus.UnsafeArchiveError):
-        corpus.extract(path, dest)
-    assert files_under(tmp_path) == ["zip/fra-eng.zip"]
+def test_fra_txt_over_the_size_cap_is_refused_unread(tmp_path,
+                                                     monkeypatch):
+    text = TEXT * 5000  # 550 KB that deflate to a few KB
+    path, _, sha256 = put_zip(tmp_path / "big", text)
+    assert path.stat().st_size < 20_000
+    monkeypatch.setattr(corpus, "MAX_TEXT_BYTES", 100_000)
+    opened, zip_open = [], zipfile.ZipFile.open
+
+    def spy(self, name, *args, **kwargs):
+        opened.append(name)
+        return zip_open(self, name, *args, **kwargs)
+
+    monkeypatch.setattr(zipfile.ZipFile, "open", spy)
+    size = len(text.encode())
+    with pytest.raises(ValueError, match=f"{size} bytes.*MAX_TEXT_BYTES"):
+        corpus.read_pairs(path, fra_sha256=sha256)
+    assert opened == []  # nothing of fra.txt was read
 
 
-def test_extract_good_archive(tmp_path):
-    path, _, _ = put_zip(tmp_path / "zip")
-    out = corpus.extract(path, tmp_path / "out")
-    assert out == [tmp_path / "out" / corpus.MEMBER]
-    assert out[0].read_text(encoding="utf-8") == TEXT
+def with_declared_size(raw, size):
+    """The one-member zip ``raw`` with its declared size set to ``size``
+    in both the local and the central header."""
+    raw = bytearray(raw)
+    for signature, offset in ((b"PK\x03\x04", 22), (b"PK\x01\x02", 24)):
+        at = raw.index(signature) + offset
+        raw[at:at + 4] = size.to_bytes(4, "little")
+    return bytes(raw)
+
+
+def test_fra_txt_longer_than_its_header_says_is_refused(tmp_path):
+    raw, _, sha256 = make_zip(TEXT * 100)
+    path = tmp_path / corpus.ARCHIVE_NAME
+    path.write_bytes(with_declared_size(raw, 100))
+    with zipfile.ZipFile(path) as zf:
+        assert zf.getinfo(corpus.MEMBER).file_size == 100
+    with pytest.raises(corpus.ChecksumError, match="damaged"):
+        corpus.read_pairs(path, fra_sha256=sha256)
+
+
+def test_reading_stops_once_more_bytes_come_than_declared():
+    class Stream(io.BytesIO):
+        def read(self, n=-1):
+            chunk = super().read(n)
+            self.total = getattr(self, "total", 0) + len(chunk)
+            return chunk
+
+    stream = Stream(b"x" * 100_000)
+
+    class TrustingZip:  # a zip reader that would not stop at the size
+        def getinfo(self, name):
+            info = zipfile.ZipInfo(name)
+            info.file_size = 10
+            return info
+
+        def open(self, name):
+            return stream
+
+    with pytest.raises(corpus.ChecksumError, match="more than the 10"):
+        corpus._read_member(TrustingZip(), "fake.zip")
+    assert stream.total <= 11
 
 
 def test_corpus_is_read_once_per_process(tmp_path, monkeypatch):

@@ -1,8 +1,8 @@
 """Tests of d2lmini.data: Vocab, splits and batches of MTFraEng.
 
-No test touches the corpus but the last, which reads the real one when
-``D2LMINI_DATA_DIR`` points at it; the others use small synthetic pairs.
-Finding, downloading and reading the archive: test_corpus.py.
+No test touches the corpus but the last ones, which read the real one
+when ``D2LMINI_DATA_DIR`` points at it; the others use small synthetic
+pairs.  Finding, downloading and reading the archive: test_corpus.py.
 """
 
 import hashlib
@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from d2lmini import data
+from d2lmini import corpus, data
 
-REAL_DIR = os.environ.get(data.ENV_VAR)  # read before any test clears it
+REAL_DIR = os.environ.get(corpus.ENV_VAR)  # read before tests clear it
 
 
 # Every test runs offline: see the `offline` fixture in conftest.py.
@@ -79,7 +79,7 @@ def sources(pairs):
 def test_batches_look_like_d2l():
     pairs = synthetic_pairs()
     d = data.MTFraEng(4, num_steps=5, num_train=8, num_val=4, pairs=pairs)
-    clean = [(data.preprocess(e).strip(), data.preprocess(f))
+    clean = [(corpus.preprocess(e).strip(), corpus.preprocess(f))
              for e, f in pairs]
     assert d.train_pairs == clean[:8] and d.val_pairs == clean[8:12]
     src, tgt_in, src_len, label = next(iter(d.val_dataloader()))
@@ -137,7 +137,7 @@ def test_book_split_is_by_position_but_test_is_disjoint():
                          pairs=pairs)
     assert not sources(fair.train_pairs) & sources(fair.val_pairs)
     # num_train=None: test, then val, come from the end of the corpus.
-    clean = [(data.preprocess(e).strip(), data.preprocess(f))
+    clean = [(corpus.preprocess(e).strip(), corpus.preprocess(f))
              for e, f in pairs]  # ..., 36 (1 pair), 37 (2), 38 (3), 39 (1)
     rest = data.MTFraEng(2, num_train=None, num_val=3, num_test=2,
                          pairs=pairs)
@@ -149,8 +149,8 @@ def test_all_remaining_pairs_and_length_limits():
     pairs = synthetic_pairs(60)
     d = data.MTFraEng(4, num_train=None, num_val=10, num_test=5,
                       max_src_len=3, shuffle=True, pairs=pairs)
-    kept = [(data.preprocess(e).strip(), data.preprocess(f))
-            for e, f in pairs if len(data.preprocess(e).split()) <= 3]
+    kept = [(corpus.preprocess(e).strip(), corpus.preprocess(f))
+            for e, f in pairs if len(corpus.preprocess(e).split()) <= 3]
     used = d.train_pairs + d.val_pairs + d.test_pairs
     assert all(len(e.split()) <= 3 for e, _ in used)
     held_out = sources(d.val_pairs) | sources(d.test_pairs)
@@ -177,6 +177,8 @@ def test_build_references_and_describe():
     d = data.MTFraEng(2, num_steps=6, num_train=12, num_val=2,
                       pairs=synthetic_pairs())
     src, tgt_in, src_len, label = d.build(["Tom Tom Word2.", "nope"])
+    assert torch.equal(d.build(s for s in ["Tom Tom Word2.", "nope"])[0],
+                       src)  # any iterable
     w = d.tgt_vocab
     assert src.shape == tgt_in.shape == label.shape == (2, 6)
     assert src_len.tolist() == [5, 2]
@@ -217,25 +219,94 @@ def test_bucketed_batches_are_trimmed_and_cover_the_split():
 def test_bad_arguments_and_empty_splits():
     with pytest.raises(ValueError, match="batch_size"):
         data.MTFraEng(0, pairs=synthetic_pairs())
-    with pytest.raises(TypeError, match="pairs"):
+    with pytest.raises(TypeError, match=r"pairs\[0\] is \('only one',\)"):
         data.MTFraEng(2, pairs=[("only one",)])
+    with pytest.raises(TypeError, match="pairs must be"):
+        data.MTFraEng(2, pairs=5)
     d = data.MTFraEng(2, num_train=4, num_val=0, pairs=synthetic_pairs())
     with pytest.raises(ValueError, match="num_test"):
         d.test_dataloader()
-    with pytest.raises(ValueError, match="num_val"):
-        d.val_dataloader()
+    assert d.val_dataloader() is None  # no val split: the trainer skips it
+    assert len(list(d.train_dataloader())) == 2
+
+
+def test_pairs_may_be_any_iterable():
+    pairs = synthetic_pairs()
+    d = data.MTFraEng(2, num_train=8, num_val=4, num_test=2,
+                      pairs=(p for p in pairs))  # read once, not twice
+    same = data.MTFraEng(2, num_train=8, num_val=4, num_test=2, pairs=pairs)
+    assert (d.train_pairs, d.val_pairs, d.test_pairs) == \
+        (same.train_pairs, same.val_pairs, same.test_pairs)
+
+
+@pytest.mark.parametrize("pair, side", [(("  ", "Va !"), "English"),
+                                        (("Go.", "\u202f \xa0"), "French")])
+def test_pairs_with_an_empty_side_are_refused(pair, side):
+    pairs = synthetic_pairs(2) + [pair]
+    with pytest.raises(ValueError,
+                       match=rf"pairs\[3\] is .*{side} side is empty"):
+        data.MTFraEng(2, num_train=2, num_val=1, pairs=pairs)
+
+
+def twin_key(eng):
+    """A source without its final punctuation tokens."""
+    return eng.rstrip(" .!?")
+
+
+def twin_pairs():
+    """Sources word0-29 each with "!", "." and "?" endings, far apart in
+    corpus order as in the real corpus; "word29 ." has 2 translations."""
+    return [(f"Word{i}{end}", f"Mot{i}{end}") for end in "!.?"
+            for i in range(30)] + [("Word29.", "Mot29 bis.")]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_sources_differing_in_final_punctuation_share_a_split(seed):
+    d = data.MTFraEng(2, num_train=None, num_val=10, num_test=10,
+                      shuffle=True, seed=seed, pairs=twin_pairs())
+    train, val, test = ({twin_key(e) for e in sources(split)} for split in
+                        (d.train_pairs, d.val_pairs, d.test_pairs))
+    assert not (train & val or train & test or val & test)
+    assert len(d.test_pairs) == len(sources(d.test_pairs)) == 10
+
+
+def test_twins_in_test_each_appear_once_with_their_first_translation():
+    d = data.MTFraEng(2, num_train=None, num_val=3, num_test=3,
+                      split_by_source=True, pairs=twin_pairs())
+    assert sorted(d.test_pairs) == [("word29 !", "mot29 !"),
+                                    ("word29 .", "mot29 ."),
+                                    ("word29 ?", "mot29 ?")]
+    assert {twin_key(e) for e in sources(d.val_pairs)} == {"word28"}
+    assert d.references("Word29.") == ["mot29 .", "mot29 bis ."]
+    assert d.references("Word29!") == ["mot29 !"]  # per exact source
 
 
 # The real corpus, when available -------------------------------------------
 
-@pytest.mark.skipif(
-    not REAL_DIR or not (Path(REAL_DIR) / data.ARCHIVE_NAME).is_file(),
-    reason=f"{data.ENV_VAR} does not point at fra-eng.zip")
+needs_real_corpus = pytest.mark.skipif(
+    not REAL_DIR or not (Path(REAL_DIR) / corpus.ARCHIVE_NAME).is_file(),
+    reason=f"{corpus.ENV_VAR} does not point at fra-eng.zip")
+
+
+@needs_real_corpus
 def test_real_corpus_book_setting():
-    with zipfile.ZipFile(Path(REAL_DIR) / data.ARCHIVE_NAME) as zf:
-        text = zf.read(data.MEMBER)
-    assert hashlib.sha256(text).hexdigest() == data.FRA_SHA256
+    with zipfile.ZipFile(Path(REAL_DIR) / corpus.ARCHIVE_NAME) as zf:
+        text = zf.read(corpus.MEMBER)
+    assert hashlib.sha256(text).hexdigest() == corpus.FRA_SHA256
     d = data.MTFraEng(128, root=REAL_DIR)
     assert (len(d.train_pairs), len(d.val_pairs)) == (512, 128)
     assert d.train_pairs[0] == ("go .", "va !") and d.num_skipped == 0
     assert d.splits_of("dogs bark .") == ("train", "val")
+
+
+@needs_real_corpus
+def test_real_corpus_chapter_setting_keeps_twins_together(monkeypatch):
+    from d2lmini import experiment  # the chapter's recipe, as it is now
+
+    monkeypatch.setenv(corpus.ENV_VAR, REAL_DIR)
+    d = experiment.build_data(experiment.CHAPTER_RECIPE)
+    train, val, test = ({twin_key(e) for e in sources(split)} for split in
+                        (d.train_pairs, d.val_pairs, d.test_pairs))
+    assert not (train & val or train & test or val & test)
+    assert "forget it" in train | val | test  # a twin pair of the corpus
+    assert len(d.test_pairs) == len(sources(d.test_pairs)) == 1000

@@ -1,0 +1,80 @@
+"""Small helpers every module shares: seeding, argument checks, safe writes.
+
+This module imports nothing else of ``d2lmini``, so any module may use it.
+"""
+
+import contextlib
+import os
+import random
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import torch
+
+__all__ = ["atomic_write", "check_int", "check_shape", "set_seed"]
+
+
+def set_seed(seed):
+    """Seed Python's, NumPy's and PyTorch's global random generators.
+
+    The one seeding rule of ``d2lmini``: the global generators (seeded
+    here) draw initial weights and dropout masks; ``MTFraEng(seed=)``
+    keeps a generator of its own for the split and the batch order, so
+    that the data does not depend on what else used randomness.
+    """
+    check_int("seed", seed, 0)
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)  # also seeds every CUDA device
+
+
+def check_shape(tensor, shape):
+    """Raise ``ValueError`` unless ``tensor.shape`` equals ``shape``."""
+    if tuple(tensor.shape) != tuple(shape):
+        raise ValueError(f"expected shape {tuple(shape)}, "
+                         f"got {tuple(tensor.shape)}")
+
+
+def check_int(name, value, minimum=1, *, none_ok=False):
+    """Raise ``ValueError`` unless ``value`` is an int >= ``minimum``.
+
+    ``bool`` is refused (``True`` is an int to Python, not a count);
+    ``none_ok`` also accepts None.  Returns ``value``.
+    """
+    if value is None and none_ok:
+        return value
+    if isinstance(value, bool) or not isinstance(value, int) \
+            or value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}"
+                         f"{' or None' if none_ok else ''}, got {value!r}")
+    return value
+
+
+@contextlib.contextmanager
+def atomic_write(path, prefix=None, mode=0o644):
+    """Write ``path`` through a temporary file beside it, then rename.
+
+    Yields the open binary file; its ``name`` is the temporary path, for
+    checks of the written bytes inside the block (``f.flush()`` first).
+    Only when the block ends without an error is the file renamed to
+    ``path``, so a reader never sees a half-written file; on an error the
+    temporary file is removed.  Missing folders are created.
+
+    >>> with atomic_write(tmp / "x.bin") as f:  # doctest: +SKIP
+    ...     f.write(b"data")
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".part",
+                               prefix=prefix or f".{path.name}.")
+    os.close(fd)
+    try:
+        with open(tmp, "wb") as f:
+            yield f
+        os.chmod(tmp, mode)  # mkstemp makes the file private (0o600)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
