@@ -6,57 +6,47 @@ Shape legend for every comment and docstring in this module:
 
 The layers know nothing of data, training or plotting.  Each keeps the
 attention weights of its last call in ``attention_weights`` for plotting.
+A decoder that attends to the same keys at every step builds their
+projections and their mask once, with ``precompute(keys, values,
+valid_lens)``, and passes the result to each step as ``memory``.
 """
 
 import math
-import random
+from typing import NamedTuple
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .utils import check_int
+
 __all__ = [
-    "AdditiveAttention", "DotProductAttention", "MultiHeadAttention",
-    "check_shape", "masked_softmax", "set_seed", "valid_mask",
+    "AdditiveAttention", "AttentionMemory", "DotProductAttention",
+    "MultiHeadAttention", "masked_softmax", "valid_mask",
 ]
 
 
-def set_seed(seed):
-    """Seed Python's, NumPy's and PyTorch's random generators."""
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)  # also seeds every CUDA device
-
-
-def check_shape(tensor, shape):
-    """Raise ``ValueError`` unless ``tensor.shape`` equals ``shape``."""
-    if tuple(tensor.shape) != tuple(shape):
-        raise ValueError(f"expected shape {tuple(shape)}, "
-                         f"got {tuple(tensor.shape)}")
-
-
-def _check_valid_lens(valid_lens, X):
-    """Return ``valid_lens`` as a tensor after checking it against X."""
+def _check_valid_lens(valid_lens, shape, device):
+    """Return ``valid_lens`` as a tensor on ``device`` after checking it
+    against scores of shape ``(B, ..., L, S)``."""
     if not torch.is_tensor(valid_lens):
-        valid_lens = torch.as_tensor(valid_lens, device=X.device)
+        valid_lens = torch.as_tensor(valid_lens, device=device)
     if valid_lens.dtype == torch.bool or valid_lens.is_complex():
         raise TypeError("valid_lens must hold integers or floats, got "
                         f"dtype {valid_lens.dtype}")
-    B = X.shape[0]
+    shape = tuple(shape)
     if valid_lens.dim() == 1:
-        expected = (B,)
-    elif valid_lens.dim() == 2 and X.dim() >= 3:
-        expected = (B, X.shape[-2])
+        expected = shape[:1]
+    elif valid_lens.dim() == 2 and len(shape) >= 3:
+        expected = (shape[0], shape[-2])
     else:
         raise ValueError(
             f"valid_lens must have shape (B,) or (B, L); got "
-            f"{tuple(valid_lens.shape)} for scores of shape "
-            f"{tuple(X.shape)}")
+            f"{tuple(valid_lens.shape)} for scores of shape {shape}")
     if tuple(valid_lens.shape) != expected:
         raise ValueError(
             f"valid_lens of shape {tuple(valid_lens.shape)} does not "
-            f"match scores of shape {tuple(X.shape)}: expected "
+            f"match scores of shape {shape}: expected "
             f"{expected} (batch{', queries' if len(expected) > 1 else ''})")
     if valid_lens.is_floating_point():
         if not torch.isfinite(valid_lens).all():
@@ -67,7 +57,7 @@ def _check_valid_lens(valid_lens, X):
     if (valid_lens < 0).any():
         raise ValueError("valid_lens must be >= 0, got negative values "
                          f"{valid_lens[valid_lens < 0].tolist()}")
-    return valid_lens.to(X.device)
+    return valid_lens.to(device)
 
 
 def valid_mask(valid_lens, num_keys):
@@ -84,12 +74,38 @@ def valid_mask(valid_lens, num_keys):
         ``key_padding_mask`` is its negation.
     """
     valid_lens = torch.as_tensor(valid_lens)
+    if valid_lens.dim() not in (1, 2):
+        raise ValueError("valid_lens must have shape (B,) or (B, L), got "
+                         f"{tuple(valid_lens.shape)}")
     positions = torch.arange(num_keys, device=valid_lens.device)
     mask = positions < valid_lens[..., None]  # (B, S) or (B, L, S)
     return mask if valid_lens.dim() == 2 else mask[:, None, :]
 
 
-def masked_softmax(X, valid_lens=None):
+def _scores_mask(valid_lens, mask, shape, device):
+    """The (B, 1 or L, S) mask for scores of ``shape`` (B, ..., L, S),
+    from ``valid_lens`` or a given ``mask`` (checked); None if neither."""
+    if mask is None:
+        if valid_lens is None:
+            return None
+        valid_lens = _check_valid_lens(valid_lens, shape, device)
+        return valid_mask(valid_lens, shape[-1])
+    if valid_lens is not None:
+        raise ValueError("give valid_lens or mask, not both")
+    if not torch.is_tensor(mask) or mask.dtype != torch.bool:
+        raise TypeError("mask must be a boolean tensor (True = attend), "
+                        f"got {getattr(mask, 'dtype', type(mask).__name__)}")
+    L = shape[-2] if len(shape) >= 3 else 1
+    if mask.dim() != 3 or mask.shape[0] != shape[0] \
+            or mask.shape[1] not in (1, L) or mask.shape[2] != shape[-1]:
+        raise ValueError(
+            f"mask of shape {tuple(mask.shape)} does not match scores of "
+            f"shape {tuple(shape)}: expected (B, 1 or L, S) = "
+            f"({shape[0]}, 1 or {L}, {shape[-1]})")
+    return mask.to(device)
+
+
+def masked_softmax(X, valid_lens=None, *, mask=None):
     """Softmax over the last axis that ignores keys past a valid length.
 
     Positions at or beyond the valid length get weight exactly 0.  A row
@@ -104,6 +120,8 @@ def masked_softmax(X, valid_lens=None):
             (B, L) one length per query (X must then be (B, ..., L, S)).
             Integers or whole-valued floats; lengths above S mean
             "all keys".
+        mask: instead of ``valid_lens``, a ready boolean mask (B, 1 or
+            L, S), True = attend, as ``valid_mask`` builds it.
 
     Returns:
         Weights with the shape and dtype of ``X``.
@@ -117,10 +135,9 @@ def masked_softmax(X, valid_lens=None):
     # Half precision overflows easily: normalize in float32.
     low_precision = X.dtype in (torch.float16, torch.bfloat16)
     scores = X.float() if low_precision else X
-    if valid_lens is None:
+    mask = _scores_mask(valid_lens, mask, X.shape, X.device)
+    if mask is None:
         return F.softmax(scores, dim=-1).to(X.dtype)
-    valid_lens = _check_valid_lens(valid_lens, X)
-    mask = valid_mask(valid_lens, X.shape[-1])  # (B, 1 or L, S)
     # Broadcast over any axes between batch and queries (e.g. heads).
     mask = mask.view(mask.shape[:1] + (1,) * (X.dim() - 3)
                      + mask.shape[1:]) if X.dim() > 2 else mask[:, 0]
@@ -129,6 +146,37 @@ def masked_softmax(X, valid_lens=None):
     fill = torch.finfo(scores.dtype).min
     weights = F.softmax(scores.masked_fill(~mask, fill), dim=-1)
     return weights.masked_fill(~mask, 0.0).to(X.dtype)
+
+
+class AttentionMemory(NamedTuple):
+    """What ``precompute`` returns: keys and values as the scores use
+    them, and the (B, 1 or L, S) mask of its ``valid_lens`` or None;
+    each with the batch outermost on axis 0 (multi-head: B * h)."""
+
+    keys: torch.Tensor
+    values: torch.Tensor
+    mask: torch.Tensor | None
+
+
+def _keys_mask(valid_lens, keys):
+    """The mask of the ``valid_lens`` given to ``precompute``, or None."""
+    if valid_lens is None:
+        return None
+    valid_lens = torch.as_tensor(valid_lens, device=keys.device)
+    L = valid_lens.shape[1] if valid_lens.dim() == 2 else 1
+    return _scores_mask(valid_lens, None, (len(keys), L, keys.shape[1]),
+                        keys.device)  # (B, 1 or L, S)
+
+
+def _check_memory_call(queries, valid_lens):
+    """Raise unless a call with ``memory`` has 3-D queries, no lengths."""
+    if valid_lens is not None:
+        raise ValueError("valid_lens cannot be given with memory: give "
+                         "them to precompute(keys, values, valid_lens), "
+                         "which builds the mask once")
+    if queries.dim() != 3:
+        raise ValueError("queries must be 3-D (B, L, features), got "
+                         f"shape {tuple(queries.shape)}")
 
 
 def _check_qkv(queries, keys, values):
@@ -156,7 +204,8 @@ class DotProductAttention(nn.Module):
 
     Shape:
         queries (B, L, d); keys (B, S, d); values (B, S, v);
-        valid_lens (B,) or (B, L).  Returns (B, L, v).
+        valid_lens (B,) or (B, L), or instead ``mask`` (B, 1 or L, S)
+        as ``masked_softmax`` takes it.  Returns (B, L, v).
 
     With ``need_weights=False`` the call uses PyTorch's fused
     ``F.scaled_dot_product_attention`` and keeps no weights.
@@ -168,7 +217,7 @@ class DotProductAttention(nn.Module):
         self.attention_weights = None
 
     def forward(self, queries, keys, values, valid_lens=None,
-                need_weights=True):
+                need_weights=True, *, mask=None):
         _check_qkv(queries, keys, values)
         if queries.shape[-1] != keys.shape[-1]:
             raise ValueError(
@@ -176,23 +225,22 @@ class DotProductAttention(nn.Module):
                 f"{tuple(queries.shape)} and {tuple(keys.shape)}")
         if not need_weights:
             self.attention_weights = None
-            return self._fused(queries, keys, values, valid_lens)
+            return self._fused(queries, keys, values, valid_lens, mask)
         d = queries.shape[-1]
         scores = queries @ keys.transpose(1, 2) / math.sqrt(d)  # (B, L, S)
-        self.attention_weights = masked_softmax(scores, valid_lens)
+        self.attention_weights = masked_softmax(scores, valid_lens,
+                                                mask=mask)
         return self.dropout(self.attention_weights) @ values  # (B, L, v)
 
-    def _fused(self, queries, keys, values, valid_lens):
+    def _fused(self, queries, keys, values, valid_lens, mask):
         """The same attention through PyTorch's fused kernel."""
         p = self.dropout.p if self.training else 0.0
-        if valid_lens is None:
+        scores_shape = queries.shape[:2] + keys.shape[1:2]  # (B, L, S)
+        mask = _scores_mask(valid_lens, mask, scores_shape, queries.device)
+        if mask is None:
             return F.scaled_dot_product_attention(
                 queries.unsqueeze(1), keys.unsqueeze(1), values.unsqueeze(1),
                 dropout_p=p).squeeze(1)
-        scores_shape = queries.shape[:2] + keys.shape[1:2]  # (B, L, S)
-        valid_lens = _check_valid_lens(valid_lens,
-                                       queries.new_empty(scores_shape))
-        mask = valid_mask(valid_lens, keys.shape[1])  # (B, 1 or L, S)
         # A query with no valid key attends to nothing and returns zeros;
         # let it see every key inside the kernel, then zero its output.
         empty = ~mask.any(dim=-1, keepdim=True)  # (B, 1 or L, 1)
@@ -217,35 +265,42 @@ class AdditiveAttention(nn.Module):
         valid_lens (B,) or (B, L).  Returns (B, L, v).
 
     A decoder that attends to the same keys at every step calls
-    ``precompute(keys, values)`` once and passes the result as
-    ``memory``: the key projection is then not recomputed per step.
+    ``precompute(keys, values, valid_lens)`` once and passes the result
+    as ``memory`` (and no ``valid_lens``): the key projection and the
+    mask are then not rebuilt per step.
     """
 
     def __init__(self, num_hiddens, dropout=0.0, *, query_size=None,
                  key_size=None):
         super().__init__()
+        check_int("num_hiddens", num_hiddens)
         self.W_k = _linear(key_size, num_hiddens)
         self.W_q = _linear(query_size, num_hiddens)
         self.w_v = nn.Linear(num_hiddens, 1, bias=False)
         self.dropout = nn.Dropout(dropout)
         self.attention_weights = None
 
-    def precompute(self, keys, values):
-        """Project the keys once: returns (W_k keys (B, S, H), values)."""
+    def precompute(self, keys, values, valid_lens=None):
+        """Project the keys, build the mask: ``AttentionMemory(W_k keys
+        (B, S, H), values (B, S, v), mask (B, 1 or L, S) or None)``."""
         _check_qkv(keys, keys, values)
-        return self.W_k(keys), values
+        return AttentionMemory(self.W_k(keys), values,
+                               _keys_mask(valid_lens, keys))
 
     def forward(self, queries, keys, values, valid_lens=None, *,
                 memory=None):
         if memory is None:
             memory = self.precompute(keys, values)
-        projected_keys, values = memory  # (B, S, H), (B, S, v)
+        else:
+            _check_memory_call(queries, valid_lens)
+        projected_keys, values, mask = memory  # (B, S, H), (B, S, v)
         _check_qkv(queries, projected_keys, values)
         q = self.W_q(queries)  # (B, L, H)
         # Every query meets every key: (B, L, 1, H) + (B, 1, S, H).
         features = torch.tanh(q.unsqueeze(2) + projected_keys.unsqueeze(1))
         scores = self.w_v(features).squeeze(-1)  # (B, L, S)
-        self.attention_weights = masked_softmax(scores, valid_lens)
+        self.attention_weights = masked_softmax(scores, valid_lens,
+                                                mask=mask)
         return self.dropout(self.attention_weights) @ values  # (B, L, v)
 
 
@@ -270,12 +325,17 @@ class MultiHeadAttention(nn.Module):
         queries (B, L, q); keys (B, S, k); values (B, S, v);
         valid_lens (B,) or (B, L).  Returns (B, L, D).
         ``attention_weights`` is (B, h, L, S), one map per head.
+
+    ``precompute(keys, values, valid_lens)`` and ``memory`` work as in
+    ``AdditiveAttention``.
     """
 
     def __init__(self, num_hiddens, num_heads, dropout=0.0, bias=False,
                  *, query_size=None, key_size=None, value_size=None):
         super().__init__()
-        if num_heads < 1 or num_hiddens % num_heads:
+        check_int("num_hiddens", num_hiddens)
+        check_int("num_heads", num_heads)
+        if num_hiddens % num_heads:
             raise ValueError(
                 f"num_heads ({num_heads}) must be a positive divisor of "
                 f"num_hiddens ({num_hiddens}); try num_heads in "
@@ -303,30 +363,38 @@ class MultiHeadAttention(nn.Module):
         # tensor keeps every shape right but mixes query positions.
         return X.transpose(1, 2).reshape(BH // self.num_heads, T, -1)
 
-    def precompute(self, keys, values):
-        """Project and split keys and values once: (B * h, S, d) each."""
+    def split_mask(self, mask):
+        """(B, 1 or L, S) -> (B * h, 1 or L, S), like ``split_heads``."""
+        # Every head of an example sees the same valid length.
+        return None if mask is None else \
+            mask.repeat_interleave(self.num_heads, 0)
+
+    def precompute(self, keys, values, valid_lens=None):
+        """Project and split keys and values, build the mask: keys,
+        values (B * h, S, d), mask (B * h, 1 or L, S) or None."""
         _check_qkv(keys, keys, values)
-        return self.split_heads(self.W_k(keys)), \
-            self.split_heads(self.W_v(values))
+        return AttentionMemory(self.split_heads(self.W_k(keys)),
+                               self.split_heads(self.W_v(values)),
+                               self.split_mask(_keys_mask(valid_lens, keys)))
 
     def forward(self, queries, keys, values, valid_lens=None,
                 need_weights=True, *, memory=None):
         if memory is None:
+            _check_qkv(queries, keys, values)
             memory = self.precompute(keys, values)
-        K, V = memory  # (B * h, S, d) each
+        else:
+            _check_memory_call(queries, valid_lens)
+        K, V, mask = memory  # (B * h, S, d) each, (B * h, 1 or L, S)
         B, L = queries.shape[:2]
         if K.shape[0] != B * self.num_heads:
             raise ValueError(
                 f"queries have batch size {B} but keys have "
                 f"{K.shape[0] // self.num_heads}")
         Q = self.split_heads(self.W_q(queries))  # (B * h, L, d)
-        if valid_lens is not None:
-            scores_shape = (B, L, K.shape[1])
-            valid_lens = _check_valid_lens(
-                valid_lens, queries.new_empty(scores_shape))
-            # Every head of an example sees the same valid length.
-            valid_lens = valid_lens.repeat_interleave(self.num_heads, 0)
-        out = self.attention(Q, K, V, valid_lens, need_weights)
+        if valid_lens is not None:  # checked against the scores (B, L, S)
+            mask = self.split_mask(_scores_mask(
+                valid_lens, None, (B, L, K.shape[1]), queries.device))
+        out = self.attention(Q, K, V, None, need_weights, mask=mask)
         weights = self.attention.attention_weights  # (B * h, L, S)
         self.attention_weights = None if weights is None else \
             weights.reshape(B, self.num_heads, L, -1)

@@ -1,4 +1,4 @@
-"""GRU encoder-decoder models for translation, with and without attention.
+"""GRU encoder-decoder models for translation: d2l's Seq2Seq, faster.
 
 Shape legend for every comment and docstring in this module:
     B  batch size       S  source steps (the keys)   T  target steps
@@ -7,12 +7,19 @@ Shape legend for every comment and docstring in this module:
 
 Tensors are batch-first, (B, T, ...), unlike d2l's time-major encoder
 output; GRU states are (num_layers, B, D) as in PyTorch.  Every decoder
-has ``init_state(enc_outputs, enc_valid_lens)``, ``forward(X, state)``
+has ``init_state(enc_outputs, src_valid_len)``, ``forward(X, state)``
 and ``forward_packed(X, state, lengths)``, which computes the top-layer
 features of the non-pad target positions only (the fast training path).
+The decoder with attention is ``d2lmini.attention_decoder``; greedy
+decoding and ``translate`` are in ``d2lmini.decoding``.
+
+One name per role for length tensors: ``src_valid_len`` (B,) is the
+number of valid source tokens (``<eos>`` included) everywhere in this
+module and in ``d2lmini.decoding``; the attention layers call the same
+numbers ``valid_lens``, d2l's name for their own role (how many keys
+each query may see); ``lengths`` (B,) are the target steps to run.
 """
 
-from dataclasses import dataclass
 from typing import NamedTuple
 
 import torch
@@ -20,12 +27,9 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from .attention import AdditiveAttention, MultiHeadAttention
-
 __all__ = [
-    "AttentionState", "Decoded", "DecoderState", "Seq2Seq",
-    "Seq2SeqAttentionDecoder", "Seq2SeqDecoder", "Seq2SeqEncoder",
-    "Translation", "greedy_decode", "init_seq2seq", "translate",
+    "DecoderState", "Seq2Seq", "Seq2SeqDecoder", "Seq2SeqEncoder",
+    "init_seq2seq",
 ]
 
 
@@ -49,16 +53,19 @@ def _check_ids(X, name):
                          f"{tuple(X.shape)}")
 
 
-def _check_lens(valid_len, X, name):
-    """Raise unless valid_len is (B,) with values in [1, T] for X (B, T)."""
-    if not torch.is_tensor(valid_len) or valid_len.shape != X.shape[:1]:
-        raise ValueError(f"{name} must be a tensor of shape "
-                         f"{(X.shape[0],)}, got "
-                         f"{tuple(getattr(valid_len, 'shape', ()))}")
-    if len(valid_len) and not (1 <= valid_len.min()
-                               and valid_len.max() <= X.shape[1]):
+def _check_lens(lens, X, name):
+    """Raise unless lens is (B,) integers in [1, T] for X (B, T): the
+    one check of source lengths (the encoder's and ``greedy_decode``'s)."""
+    if not torch.is_tensor(lens) or lens.is_floating_point() \
+            or lens.is_complex() or lens.dtype == torch.bool:
+        raise TypeError(f"{name} must be a tensor of integer lengths (B,), "
+                        f"got {getattr(lens, 'dtype', type(lens).__name__)}")
+    if lens.shape != X.shape[:1]:
+        raise ValueError(f"{name} must have shape {(X.shape[0],)} for "
+                         f"{tuple(X.shape)} ids, got {tuple(lens.shape)}")
+    if len(lens) and not (1 <= lens.min() and lens.max() <= X.shape[1]):
         raise ValueError(f"{name} must lie in [1, {X.shape[1]}] (every "
-                         f"sequence ends with <eos>), got {valid_len}")
+                         f"sequence ends with <eos>), got {lens}")
 
 
 class Seq2SeqEncoder(nn.Module):
@@ -68,15 +75,15 @@ class Seq2SeqEncoder(nn.Module):
         vocab_size, embed_size, num_hiddens, num_layers: V, E, D and the
             number of GRU layers.
         dropout: dropout between GRU layers (as in d2l).
-        pack: skip the padding (packed sequences) when ``valid_len`` is
-            given.  The final state is then the state after each
-            sentence's own last token, so a translation does not depend
-            on how much padding its batch has.  ``pack=False`` runs over
-            the pads, as d2l does.
+        pack: skip the padding (packed sequences) when
+            ``src_valid_len`` is given.  The final state is then the
+            state after each sentence's own last token, so a translation
+            does not depend on how much padding its batch has.
+            ``pack=False`` runs over the pads, as d2l does.
 
     Shape:
-        X (B, S) ids; valid_len (B,) or None.  Returns ``(outputs, state)``:
-        outputs (B, S, D), zero at padding when packed; state
+        X (B, S) ids; src_valid_len (B,) or None.  Returns ``(outputs,
+        state)``: outputs (B, S, D), zero at padding when packed; state
         (num_layers, B, D).
     """
 
@@ -89,14 +96,14 @@ class Seq2SeqEncoder(nn.Module):
                           dropout=dropout, batch_first=True)
         self.apply(init_seq2seq)
 
-    def forward(self, X, valid_len=None):
+    def forward(self, X, src_valid_len=None):
         _check_ids(X, "X")
         embs = self.embedding(X)  # (B, S, E)
-        if not self.pack or valid_len is None:
+        if not self.pack or src_valid_len is None:
             return self.rnn(embs)
-        _check_lens(valid_len, X, "valid_len")
-        packed = pack_padded_sequence(embs, valid_len.cpu(), batch_first=True,
-                                      enforce_sorted=False)
+        _check_lens(src_valid_len, X, "src_valid_len")
+        packed = pack_padded_sequence(embs, src_valid_len.cpu(),
+                                      batch_first=True, enforce_sorted=False)
         outputs, state = self.rnn(packed)  # state: (num_layers, B, D)
         outputs, _ = pad_packed_sequence(outputs, batch_first=True,
                                          total_length=X.shape[1])
@@ -180,8 +187,8 @@ class Seq2SeqDecoder(nn.Module):
         self.dense = nn.Linear(num_hiddens, vocab_size)
         self.apply(init_seq2seq)
 
-    def init_state(self, enc_outputs, enc_valid_lens=None):
-        """Start from the encoder's final state; ``enc_valid_lens`` unused."""
+    def init_state(self, enc_outputs, src_valid_len=None):
+        """Start from the encoder's final state; ``src_valid_len`` unused."""
         hidden = enc_outputs[1]  # (num_layers, B, D)
         return DecoderState(hidden[-1], hidden)
 
@@ -201,7 +208,8 @@ class Seq2SeqDecoder(nn.Module):
         The same numbers as ``forward`` (before ``dense``) at those steps,
         with less work: the rows whose targets have ended drop out, and
         the context's share of the first layer's input projection is
-        computed once per row, not once per step.
+        computed once per row, not once per step (0.6-0.8 times the time
+        of ``nn.GRU`` on a ``PackedSequence``: benchmarks/packed_gru.py).
 
         Args:
             X: (B, T) input ids.
@@ -227,149 +235,6 @@ class Seq2SeqDecoder(nn.Module):
                 gates_x = F.linear(x, w_ih, b_ih)
             x = _gru_layer(gates_x, state.hidden[layer], w_hh, b_hh, sizes)
         return x  # (N, D)
-
-
-class AttentionState(NamedTuple):
-    """State of ``Seq2SeqAttentionDecoder``.
-
-    enc_outputs (B, S, D); hidden (num_layers, B, D); valid_lens (B,) or
-    None; memory: the attention's ``precompute(enc_outputs, enc_outputs)``.
-    """
-
-    enc_outputs: torch.Tensor
-    hidden: torch.Tensor
-    valid_lens: torch.Tensor
-    memory: object
-
-
-class Seq2SeqAttentionDecoder(nn.Module):
-    """GRU decoder with Bahdanau-style attention over the encoder outputs.
-
-    At each step the query is the previous top-layer state; the context
-    (attention over the encoder outputs, padding masked) is concatenated
-    with the input embedding and fed to the GRU.  Keys and values are
-    projected once per sequence, in ``init_state``.
-
-    Args:
-        vocab_size, embed_size, num_hiddens, num_layers: V, E, D and the
-            number of GRU layers.
-        dropout: dropout between GRU layers and, for the default
-            attention, on the attention weights.
-        attention: a module with ``precompute(keys, values)`` and
-            ``forward(queries, keys, values, valid_lens, memory=...)``
-            returning D features; None means
-            ``AdditiveAttention(num_hiddens, dropout)``.  For example
-            ``MultiHeadAttention(num_hiddens, 8, dropout)``.
-
-    Shape:
-        ``forward(X, state)``: X (B, T) ids -> logits (B, T, V) and the
-        new state.  ``attention_weights`` then lists the T steps'
-        weights, each (B, 1, S), or (B, h, 1, S) for multi-head.
-    """
-
-    def __init__(self, vocab_size, embed_size, num_hiddens, num_layers,
-                 dropout=0.0, attention=None):
-        super().__init__()
-        if attention is None:
-            attention = AdditiveAttention(num_hiddens, dropout,
-                                          query_size=num_hiddens,
-                                          key_size=num_hiddens)
-        elif isinstance(attention, MultiHeadAttention):
-            a = attention
-            sizes = (a.W_q.in_features, a.W_k.in_features,
-                     a.W_v.in_features, a.W_o.out_features)
-            if set(sizes) != {num_hiddens}:
-                raise ValueError(
-                    f"the attention's query, key, value and output sizes "
-                    f"are {sizes}; the decoder needs num_hiddens="
-                    f"{num_hiddens} for all four: build "
-                    f"MultiHeadAttention({num_hiddens}, {a.num_heads})")
-        self.attention = attention
-        self.embedding = nn.Embedding(vocab_size, embed_size)
-        # Run one step at a time with torch.gru_cell on these weights.
-        self.rnn = nn.GRU(num_hiddens + embed_size, num_hiddens, num_layers,
-                          dropout=dropout, batch_first=True)
-        self.dense = nn.Linear(num_hiddens, vocab_size)
-        init_seq2seq(self.rnn)
-        init_seq2seq(self.dense)
-        self._attention_weights = []
-
-    @property
-    def attention_weights(self):
-        """The attention weights of each step of the last ``forward``."""
-        return self._attention_weights
-
-    def init_state(self, enc_outputs, enc_valid_lens=None):
-        outputs, hidden = enc_outputs  # (B, S, D), (num_layers, B, D)
-        memory = self.attention.precompute(outputs, outputs)
-        return AttentionState(outputs, hidden, enc_valid_lens, memory)
-
-    def _attend(self, query, state):
-        """Context (n, D) for the queries (n, D) of the first n rows."""
-        memory, valid_lens, n = state.memory, state.valid_lens, len(query)
-        if n < len(state.enc_outputs):  # rows whose targets have ended
-            memory = _first_rows(memory, n, len(state.enc_outputs))
-            valid_lens = None if valid_lens is None else valid_lens[:n]
-        context = self.attention(query.unsqueeze(1), None, None,
-                                 valid_lens, memory=memory)  # (n, 1, D)
-        return context.squeeze(1)
-
-    def _step(self, x, hs):
-        """One GRU step through every layer, like nn.GRU does."""
-        new = []
-        for layer, h in enumerate(hs):  # h: (n, D)
-            if layer:
-                x = F.dropout(x, self.rnn.dropout, self.training)
-            x = torch.gru_cell(x, h, *self.rnn.all_weights[layer])
-            new.append(x)
-        return new
-
-    def _run(self, embs, hs, state):
-        """Decode step by step; embs: per step (n, E), n not increasing."""
-        outputs, self._attention_weights = [], []
-        for x in embs:
-            if len(x) < len(hs[0]):
-                hs = [h[:len(x)] for h in hs]  # the rows still running
-            context = self._attend(hs[-1], state)  # (n, D)
-            hs = self._step(torch.cat((context, x), dim=-1), hs)
-            outputs.append(hs[-1])
-            self._attention_weights.append(self.attention.attention_weights)
-        return outputs, hs
-
-    def forward(self, X, state):
-        embs = self.embedding(X).unbind(1)  # T x (B, E)
-        outputs, hs = self._run(embs, list(state.hidden.unbind(0)), state)
-        logits = self.dense(torch.stack(outputs, dim=1))  # (B, T, V)
-        return logits, state._replace(hidden=torch.stack(hs))
-
-    def forward_packed(self, X, state, lengths):
-        """Top-layer features at the first ``lengths`` steps of each row.
-
-        Same contract as ``Seq2SeqDecoder.forward_packed``: the rows
-        whose targets have ended drop out of the GRU and the attention.
-        ``attention_weights`` then holds (n, 1, S) or (n, h, 1, S) per
-        step, n the rows still running.
-        """
-        if not isinstance(self.attention,
-                          (AdditiveAttention, MultiHeadAttention)):
-            # Unknown memory layout: run every row, keep the valid steps.
-            outputs, _ = self._run(self.embedding(X).unbind(1),
-                                   list(state.hidden.unbind(0)), state)
-            return pack_padded_sequence(torch.stack(outputs, dim=1),
-                                        lengths.cpu(), batch_first=True).data
-        ids, _, sizes = _pack_ids(X, lengths)
-        embs = self.embedding(ids).split(sizes)  # T' x (n, E)
-        outputs, _ = self._run(embs, list(state.hidden.unbind(0)), state)
-        return torch.cat(outputs)  # (N, D)
-
-
-def _first_rows(memory, n, B):
-    """The memory of the first n of B examples.
-
-    Both attention modules of ``d2lmini.attention`` keep tensors whose
-    first axis is the batch, or batch x heads with the batch outermost.
-    """
-    return tuple(m[:n * (len(m) // B)] for m in memory)
 
 
 class Seq2Seq(nn.Module):
@@ -462,135 +327,3 @@ class Seq2Seq(nn.Module):
         params = list(self.parameters())
         fused = all(p.device.type in ("cpu", "cuda") for p in params)
         return torch.optim.Adam(params, lr=self.lr, fused=fused)
-
-
-class Decoded(NamedTuple):
-    """Greedy output of one sentence.
-
-    ids: the output ids, cut before the first ``<eos>`` (excluded).
-    attention: (steps, S_valid), or (h, steps, S_valid) for multi-head;
-        one row per decoding step, including the step that emitted
-        ``<eos>``, so ``steps = len(ids) + finished``; the columns are
-        the source's valid positions; on the CPU.  None without
-        attention.
-    finished: whether ``<eos>`` was emitted within ``max_len`` steps.
-    """
-
-    ids: list
-    attention: torch.Tensor
-    finished: bool
-
-
-def greedy_decode(model, src, src_valid_len, bos, eos, max_len):
-    """Translate a batch greedily, stopping each sentence at ``<eos>``.
-
-    Runs in eval mode under ``torch.no_grad()`` and then restores every
-    submodule's train/eval mode.  Stops early once every sentence has
-    emitted ``<eos>``.
-
-    Args:
-        model: a ``Seq2Seq``.
-        src: (B, S) source ids; src_valid_len: (B,) or None.
-        bos, eos: ids of ``<bos>`` and ``<eos>`` in the target vocab.
-        max_len: the most steps to decode (>= 1).
-
-    Returns:
-        A list of B ``Decoded``.
-    """
-    _check_ids(src, "src")
-    if isinstance(max_len, bool) or not isinstance(max_len, int) \
-            or max_len < 1:
-        raise ValueError(f"max_len must be an int >= 1, got {max_len!r}")
-    modes = [(m, m.training) for m in model.modules()]
-    device = next(model.parameters()).device
-    src = src.to(device)
-    if src_valid_len is not None:
-        src_valid_len = src_valid_len.to(device)
-    model.eval()
-    try:
-        with torch.no_grad():
-            state = model.decoder.init_state(
-                model.encoder(src, src_valid_len), src_valid_len)
-            Y = torch.full((len(src), 1), bos, device=device)  # (B, 1)
-            done = torch.zeros(len(src), dtype=torch.bool, device=device)
-            outputs, weights = [], []
-            for _ in range(max_len):
-                logits, state = model.decoder(Y, state)  # (B, 1, V)
-                Y = logits.argmax(dim=-1)  # (B, 1)
-                outputs.append(Y[:, 0])
-                if hasattr(model.decoder, "attention_weights"):
-                    # (B, 1, S) or (B, h, 1, S) -> (B, S) or (B, h, S)
-                    weights.append(
-                        model.decoder.attention_weights[-1].squeeze(-2))
-                done |= Y[:, 0] == eos
-                if done.all():
-                    break
-    finally:
-        for m, training in modes:
-            m.training = training
-    ids = torch.stack(outputs, dim=1).tolist()  # (B, steps)
-    if weights:  # (B, steps, S) or (B, h, steps, S)
-        weights = torch.stack(weights, dim=-2).cpu()
-    S = src.shape[1] if src_valid_len is None else src_valid_len.tolist()
-    results = []
-    for i, row in enumerate(ids):
-        finished = eos in row
-        n = row.index(eos) if finished else len(row)
-        attention = None
-        if len(weights):
-            s = S if isinstance(S, int) else S[i]
-            attention = weights[i, ..., :n + finished, :s]
-        results.append(Decoded(row[:n], attention, finished))
-    return results
-
-
-@dataclass
-class Translation:
-    """One sentence translated by ``translate``.
-
-    ``src_tokens`` are the source tokens the model saw (with ``<eos>``);
-    ``tokens`` the output without ``<eos>``; ``out_tokens`` labels the
-    rows of ``attention`` (``tokens`` plus ``<eos>`` when emitted), and
-    ``src_tokens`` its columns.
-    """
-
-    src_tokens: list
-    tokens: list
-    out_tokens: list
-    attention: torch.Tensor
-
-    @property
-    def text(self):
-        return " ".join(self.tokens)
-
-
-def translate(model, data, sentences, max_len=None):
-    """Translate sentences with greedy decoding.
-
-    Args:
-        model: a trained ``Seq2Seq``.
-        data: has ``build(sentences)`` returning ``(src, _, src_valid_len,
-            _)``, ``src_vocab``, ``tgt_vocab`` and ``num_steps`` (the
-            ``MTFraEng`` of ``d2lmini.data``).
-        sentences: a list of source strings.
-        max_len: the most output steps; default ``data.num_steps``.
-
-    Returns:
-        A list of ``Translation``.
-    """
-    if isinstance(sentences, str):
-        raise TypeError("sentences must be a list of strings, not a "
-                        "string; wrap it: [sentence]")
-    src, _, src_valid_len, _ = data.build(list(sentences))
-    vocab = data.tgt_vocab
-    max_len = data.num_steps if max_len is None else max_len
-    decoded = greedy_decode(model, src, src_valid_len, vocab.bos,
-                            vocab.eos, max_len)
-    results = []
-    for row, n, out in zip(src.tolist(), src_valid_len.tolist(), decoded):
-        out_ids = out.ids + [vocab.eos] * out.finished
-        out_tokens = vocab.to_tokens(out_ids)
-        results.append(Translation(data.src_vocab.to_tokens(row[:n]),
-                                   out_tokens[:len(out.ids)], out_tokens,
-                                   out.attention))
-    return results

@@ -1,8 +1,6 @@
 """Tests of d2lmini.attention, checked against PyTorch's own layers."""
 
-import random
 
-import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -10,15 +8,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
+from d2lmini import attention as attention_module
 from d2lmini.attention import (
     AdditiveAttention,
+    AttentionMemory,
     DotProductAttention,
     MultiHeadAttention,
-    check_shape,
     masked_softmax,
-    set_seed,
     valid_mask,
 )
+from d2lmini.utils import check_shape, set_seed
 
 FLOAT_DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
 TOL = {torch.float16: 2e-3, torch.bfloat16: 1e-2,
@@ -161,6 +160,40 @@ def test_bad_types_raise_type_error():
         masked_softmax(torch.randn(2, 3), torch.tensor([True, False]))
 
 
+@fast
+@given(scores_and_lens(), st.sampled_from(FLOAT_DTYPES))
+def test_a_ready_mask_equals_valid_lens(data, dtype):
+    X, lens = data
+    X = X.to(dtype)
+    expected = masked_softmax(X, lens)
+    mask = valid_mask(lens, X.shape[-1])  # (B, 1, S)
+    assert torch.equal(masked_softmax(X, mask=mask), expected)
+    heads = X[:, None].expand(-1, 3, -1, -1)  # (B, h, L, S)
+    assert torch.equal(masked_softmax(heads, mask=mask),
+                       expected[:, None].expand_as(heads))
+
+
+def test_mask_errors():
+    X = torch.randn(2, 3, 4)
+    with pytest.raises(ValueError, match="not both"):
+        masked_softmax(X, torch.tensor([1, 2]),
+                       mask=valid_mask(torch.tensor([1, 2]), 4))
+    with pytest.raises(TypeError, match="boolean tensor"):
+        masked_softmax(X, mask=torch.ones(2, 1, 4))
+    for shape in [(2, 4), (3, 1, 4), (2, 2, 4), (2, 1, 5)]:
+        with pytest.raises(ValueError, match=r"expected \(B, 1 or L, S\)"):
+            masked_softmax(X, mask=torch.ones(shape, dtype=torch.bool))
+
+
+def test_valid_mask_rejects_0_d_and_3_d_lengths():
+    with pytest.raises(ValueError, match=r"\(B,\) or \(B, L\), got \(\)"):
+        valid_mask(torch.tensor(2), 4)
+    with pytest.raises(ValueError, match=r"\(B,\) or \(B, L\)"):
+        valid_mask(torch.ones(2, 3, 4), 4)
+    assert valid_mask([2, 0], 3).tolist() == [[[True, True, False]],
+                                              [[False, False, False]]]
+
+
 # DotProductAttention -------------------------------------------------------
 
 def sdpa_reference(q, k, v, lens):
@@ -198,6 +231,20 @@ def test_fused_and_weights_paths_agree_with_empty_rows_and_gradients():
     torch.testing.assert_close(slow, fast_out)
     torch.testing.assert_close(g_slow, g_fast)
     assert (slow[0, 0] == 0).all() and (slow[1, 1] == 0).all()
+
+
+@pytest.mark.parametrize("need_weights", [True, False])
+def test_dot_product_takes_a_ready_mask(need_weights):
+    q, k, v = torch.randn(2, 3, 4), torch.randn(2, 5, 4), torch.randn(2, 5, 3)
+    lens = torch.tensor([[0, 2, 5], [3, 1, 4]])
+    attention = DotProductAttention()
+    expected = attention(q, k, v, lens, need_weights=need_weights)
+    out = attention(q, k, v, need_weights=need_weights,
+                    mask=valid_mask(lens, 5))
+    torch.testing.assert_close(out, expected, rtol=0, atol=1e-6)
+    with pytest.raises(ValueError, match="not both"):
+        attention(q, k, v, lens, need_weights=need_weights,
+                  mask=valid_mask(lens, 5))
 
 
 def test_dot_product_scales_by_sqrt_d():
@@ -265,14 +312,13 @@ def test_additive_memory_reuses_the_key_projection():
     calls = []
     attention.W_k.register_forward_hook(lambda *args: calls.append(1))
     k, v = torch.randn(2, 7, 5), torch.randn(2, 7, 3)
-    memory = attention.precompute(k, v)
-    steps = [attention(torch.randn(2, 1, 4), None, None,
-                       torch.tensor([7, 3]), memory=memory)
+    memory = attention.precompute(k, v, torch.tensor([7, 3]))
+    steps = [attention(torch.randn(2, 1, 4), None, None, memory=memory)
              for _ in range(5)]
     assert len(calls) == 1 and all(s.shape == (2, 1, 3) for s in steps)
     q = torch.randn(2, 1, 4)
     torch.testing.assert_close(attention(q, k, v), attention(
-        q, None, None, memory=memory))
+        q, None, None, memory=attention.precompute(k, v)))
 
 
 def test_additive_infers_sizes_like_d2l():
@@ -375,15 +421,81 @@ def test_multihead_book_shape_check():
 def test_multihead_memory_equals_direct_call():
     mha = MultiHeadAttention(8, 2).eval()
     kv, q = torch.randn(2, 6, 8), torch.randn(2, 1, 8)
-    memory = mha.precompute(kv, kv)
-    torch.testing.assert_close(mha(q, None, None, torch.tensor([6, 2]),
-                                   memory=memory),
+    memory = mha.precompute(kv, kv, torch.tensor([6, 2]))
+    torch.testing.assert_close(mha(q, None, None, memory=memory),
                                mha(q, kv, kv, torch.tensor([6, 2])))
+
+
+def make_layer(kind):
+    set_seed(6)
+    if kind == "additive":
+        return AdditiveAttention(8, query_size=8, key_size=8).eval()
+    return MultiHeadAttention(8, 2).eval()
+
+
+@pytest.mark.parametrize("kind", ["additive", "multihead"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+@pytest.mark.parametrize("lens", [torch.tensor([6, 0, 3]),
+                                  torch.tensor([[6], [0], [2]])])
+def test_memory_mask_equals_valid_lens_at_every_step(kind, dtype, lens):
+    """The mask built once by precompute gives, step after step, what
+    passing valid_lens at each step gave; length 0 gives zero rows."""
+    layer = make_layer(kind).to(dtype)
+    kv = torch.randn(3, 6, 8).to(dtype)
+    kv_before, lens_before = kv.clone(), lens.clone()
+    memory = layer.precompute(kv, kv, lens)
+    assert isinstance(memory, AttentionMemory)
+    assert memory.mask.dtype == torch.bool
+    for _ in range(3):
+        q = torch.randn(3, 1, 8).to(dtype)
+        step = layer(q, None, None, memory=memory)
+        weights = layer.attention_weights
+        assert torch.equal(step, layer(q, kv, kv, lens))
+        assert torch.equal(weights, layer.attention_weights)
+        assert (weights[1] == 0).all() and torch.isfinite(step).all()
+    assert torch.equal(kv, kv_before) and torch.equal(lens, lens_before)
+
+
+@pytest.mark.parametrize("kind", ["additive", "multihead"])
+def test_memory_builds_the_mask_once(kind, monkeypatch):
+    calls = []
+
+    def counting(valid_lens, num_keys):
+        calls.append(1)
+        return valid_mask(valid_lens, num_keys)
+
+    monkeypatch.setattr(attention_module, "valid_mask", counting)
+    layer = make_layer(kind)
+    kv = torch.randn(2, 5, 8)
+    memory = layer.precompute(kv, kv, torch.tensor([5, 2]))
+    for _ in range(4):
+        layer(torch.randn(2, 1, 8), None, None, memory=memory)
+    assert len(calls) == 1
+
+
+@pytest.mark.parametrize("kind", ["additive", "multihead"])
+def test_memory_calls_are_checked(kind):
+    layer = make_layer(kind)
+    kv = torch.randn(2, 5, 8)
+    memory = layer.precompute(kv, kv, torch.tensor([5, 2]))
+    with pytest.raises(ValueError, match="give them to precompute"):
+        layer(torch.randn(2, 1, 8), None, None, torch.tensor([5, 2]),
+              memory=memory)
+    with pytest.raises(ValueError, match=r"queries must be 3-D"):
+        layer(torch.randn(2, 8), None, None, memory=memory)
+    with pytest.raises(ValueError, match="does not match"):
+        layer.precompute(kv, kv, torch.tensor([5, 2, 1]))
 
 
 def test_multihead_errors():
     with pytest.raises(ValueError, match="must be a positive divisor"):
         MultiHeadAttention(10, 3)
+    with pytest.raises(ValueError, match="num_heads must be an int"):
+        MultiHeadAttention(8, 2.0)
+    with pytest.raises(ValueError, match="num_hiddens must be an int"):
+        MultiHeadAttention(8.0, 2)
+    with pytest.raises(ValueError, match="num_heads must be an int >= 1"):
+        MultiHeadAttention(8, 0)
     mha = MultiHeadAttention(8, 2)
     with pytest.raises(ValueError, match="same length S"):
         mha(torch.randn(2, 3, 8), torch.randn(2, 4, 8), torch.randn(2, 5, 8))
@@ -402,15 +514,4 @@ def test_self_attention_is_permutation_equivariant():
                                mha(X[:, perm], X[:, perm], X[:, perm]))
 
 
-# Helpers -------------------------------------------------------------------
-
-def test_check_shape_and_set_seed():
-    check_shape(torch.ones(2, 3), (2, 3))
-    with pytest.raises(ValueError, match=r"expected shape \(2, 4\)"):
-        check_shape(torch.ones(2, 3), (2, 4))
-    draws = []
-    for _ in range(2):
-        set_seed(7)
-        draws.append((torch.rand(3).tolist(), np.random.rand(),
-                      random.random()))
-    assert draws[0] == draws[1]
+# Helpers (of d2lmini.utils; to move to a tests/test_utils.py) ------------

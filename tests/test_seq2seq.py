@@ -1,4 +1,11 @@
-"""Tests of d2lmini.seq2seq: shapes, the padding-free loss, decoding."""
+"""Tests of d2lmini.seq2seq: shapes, the padding-free loss, the mask.
+
+``make_model``, ``make_batch``, ``CountingMask`` and ``WrappedAttention``
+are shared with ``test_attention_decoder.py`` and ``test_decoding.py``,
+which import them from here.
+"""
+
+import copy
 
 import pytest
 import torch
@@ -7,15 +14,10 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from torch import nn
 
+from d2lmini import attention as attention_module
 from d2lmini.attention import AdditiveAttention, MultiHeadAttention
-from d2lmini.seq2seq import (
-    Seq2Seq,
-    Seq2SeqAttentionDecoder,
-    Seq2SeqDecoder,
-    Seq2SeqEncoder,
-    greedy_decode,
-    translate,
-)
+from d2lmini.attention_decoder import Seq2SeqAttentionDecoder
+from d2lmini.seq2seq import Seq2Seq, Seq2SeqDecoder, Seq2SeqEncoder
 
 PAD, BOS, EOS = 0, 1, 2
 V, E, D, LAYERS = 10, 8, 16, 2  # d2l's shape-test sizes
@@ -30,14 +32,38 @@ class WrappedAttention(nn.Module):
         self.inner = AdditiveAttention(num_hiddens, query_size=num_hiddens,
                                        key_size=num_hiddens)
 
-    def precompute(self, keys, values):
-        return self.inner.precompute(keys, values)
+    def precompute(self, keys, values, valid_lens=None):
+        return self.inner.precompute(keys, values, valid_lens)
 
-    def forward(self, queries, keys, values, valid_lens=None, *,
-                memory=None):
-        out = self.inner(queries, keys, values, valid_lens, memory=memory)
+    def forward(self, queries, keys, values, *, memory=None):
+        out = self.inner(queries, keys, values, memory=memory)
         self.attention_weights = self.inner.attention_weights
         return out
+
+
+class PerStepAttention(nn.Module):
+    """The old path: the memory keeps valid_lens, and every step builds
+    the mask from them anew."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+
+    def precompute(self, keys, values, valid_lens=None):
+        return keys, values, valid_lens
+
+    def forward(self, queries, keys, values, *, memory=None):
+        keys, values, valid_lens = memory
+        out = self.inner(queries, keys, values, valid_lens)
+        self.attention_weights = self.inner.attention_weights
+        return out
+
+
+def per_step_copy(model):
+    """The same model, its decoder masking at every step (old path)."""
+    old = copy.deepcopy(model)
+    old.decoder.attention = PerStepAttention(old.decoder.attention)
+    return old
 
 
 def make_model(kind, dropout=0.0, seed=0, vocab=V, embed=E, hidden=D,
@@ -71,23 +97,6 @@ def make_batch(src_lens, tgt_lens, T=7, seed=0):
 
 
 # Shapes ---------------------------------------------------------------------
-
-@pytest.mark.parametrize("kind", ["additive", "multihead"])
-def test_attention_decoder_shapes_as_in_d2l(kind):
-    model = make_model(kind)
-    X = torch.zeros((4, 7), dtype=torch.long)  # batch 4, num_steps 7
-    enc_outputs, enc_state = model.encoder(X)
-    assert enc_outputs.shape == (4, 7, D) and enc_state.shape == (2, 4, D)
-    state = model.decoder.init_state((enc_outputs, enc_state), None)
-    output, state = model.decoder(X, state)
-    assert output.shape == (4, 7, V)
-    assert state[0].shape == (4, 7, D)
-    assert state[1][0].shape == (4, D)
-    weights = model.decoder.attention_weights
-    assert len(weights) == 7
-    expected = (4, 1, 7) if kind == "additive" else (4, 4, 1, 7)
-    assert all(w.shape == expected for w in weights)
-
 
 def test_plain_decoder_shapes_as_in_d2l():
     model = make_model("none")
@@ -194,153 +203,53 @@ def test_validation_step_builds_no_graph():
     assert opt.param_groups[0]["lr"] == model.lr == 0.005
 
 
-# Efficiency: keys projected once, padding skipped ---------------------------
+# Padding skipped (keys projected once: test_attention_decoder.py) ---------
 
-@pytest.mark.parametrize("kind", ["additive", "multihead"])
-def test_keys_are_projected_once_per_sequence(kind):
-    model = make_model(kind)
-    calls = []
-    model.decoder.attention.W_k.register_forward_hook(
-        lambda *args: calls.append(1))
-    src, tgt_input, src_len, label = make_batch([7, 3, 5], [6, 2, 7])
-    model(src, tgt_input, src_len)  # 7 decoding steps
-    assert len(calls) == 1
-    model.training_step((src, tgt_input, src_len, label))
-    assert len(calls) == 2
+class CountingMask:
+    """Counts the calls of d2lmini.attention.valid_mask."""
+
+    def __init__(self, monkeypatch):
+        self.calls, self.inner = 0, attention_module.valid_mask
+        monkeypatch.setattr(attention_module, "valid_mask", self)
+
+    def __call__(self, valid_lens, num_keys):
+        self.calls += 1
+        return self.inner(valid_lens, num_keys)
 
 
 def test_packed_encoder_ignores_padding():
     """With pack=True a sentence's encoding does not depend on how much
     padding its batch has; d2l's unpacked encoder runs over the pads."""
-    src, _, src_len, _ = make_batch([3, 4], [1, 1], T=7)
+    src, _, src_valid_len, _ = make_batch([3, 4], [1, 1], T=7)
     for pack, same in ((True, True), (False, False)):
         torch.manual_seed(0)
         encoder = Seq2SeqEncoder(V, E, D, LAYERS, pack=pack)
-        outputs, state = encoder(src, src_len)
-        short_out, short_state = encoder(src[:, :4], src_len)
+        outputs, state = encoder(src, src_valid_len)
+        short_out, short_state = encoder(src[:, :4], src_valid_len)
         assert torch.allclose(state, short_state, atol=1e-6) is same
     assert not (outputs[0, 3:] == 0).all()  # unpacked: runs over pads
     torch.manual_seed(0)
-    outputs, _ = Seq2SeqEncoder(V, E, D, LAYERS)(src, src_len)
+    outputs, _ = Seq2SeqEncoder(V, E, D, LAYERS)(src, src_valid_len)
     assert (outputs[0, 3:] == 0).all() and (outputs[1, 4:] == 0).all()
 
 
 def test_bad_inputs_raise_helpful_errors():
     model = make_model("additive")
-    src, tgt_input, src_len, _ = make_batch([3, 4], [2, 2])
+    src, tgt_input, src_valid_len, _ = make_batch([3, 4], [2, 2])
     with pytest.raises(TypeError, match="integer token ids"):
-        model.encoder(src.float(), src_len)
+        model.encoder(src.float(), src_valid_len)
     with pytest.raises(ValueError, match=r"must lie in \[1, 7\]"):
         model.encoder(src, torch.tensor([0, 4]))
-    state = model.decoder.init_state(model.encoder(src, src_len), src_len)
+    state = model.decoder.init_state(model.encoder(src, src_valid_len),
+                                     src_valid_len)
     with pytest.raises(ValueError, match="sorted in decreasing order"):
         model.decoder.forward_packed(tgt_input, state, torch.tensor([2, 3]))
     with pytest.raises(ValueError, match="needs num_hiddens=16 for all four"):
         Seq2SeqAttentionDecoder(V, E, D, 1,
                                 attention=MultiHeadAttention(8, 2))
-    with pytest.raises(ValueError, match="max_len"):
-        greedy_decode(model, src, src_len, BOS, EOS, 0)
 
 
-# Greedy decoding -----------------------------------------------------------
-
-SYMBOLS = "abcdefg"  # ids 3..9
-
-
-def copy_batch(gen, B=32, T=7):
-    """Sources of 1-5 random symbols + <eos>; the target is the source."""
-    lens = torch.randint(1, 6, (B,), generator=gen) + 1  # with <eos>
-    steps = torch.arange(T)
-    src = torch.randint(3, V, (B, T), generator=gen)
-    src[steps == lens[:, None] - 1] = EOS
-    src[steps >= lens[:, None]] = PAD
-    tgt_input = torch.cat([torch.full((B, 1), BOS), src[:, :-1]], dim=1)
-    return src, tgt_input, lens, src.clone()
-
-
-@pytest.fixture(scope="module")
-def copy_model():
-    """A tiny Bahdanau model trained to copy its input (a few seconds)."""
-    model = make_model("additive", vocab=V, embed=16, hidden=32, layers=1)
-    model.lr = 0.01
-    opt = model.configure_optimizers()
-    gen = torch.Generator().manual_seed(0)
-    for _ in range(300):
-        loss, _ = model.training_step(copy_batch(gen))
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    model.final_loss = loss.item()
-    return model.eval()
-
-
-def test_a_tiny_model_learns_to_copy(copy_model):
-    assert copy_model.final_loss < 0.1
-    src, _, lens, _ = copy_batch(torch.Generator().manual_seed(1), B=50)
-    decoded = greedy_decode(copy_model, src, lens, BOS, EOS, max_len=10)
-    copied = [d.finished and d.ids == src[i, :lens[i] - 1].tolist()
-              for i, d in enumerate(decoded)]
-    assert sum(copied) >= 45, f"{sum(copied)} of 50 copied"
-
-
-def decode_one_by_one(model, src, src_len, max_len):
-    """A plain loop: one sentence, without its padding, one step a time."""
-    model.eval()
-    with torch.no_grad():
-        src = src[None, :src_len]
-        valid = torch.tensor([src_len])
-        state = model.decoder.init_state(model.encoder(src, valid), valid)
-        y, ids, rows = torch.tensor([[BOS]]), [], []
-        for _ in range(max_len):
-            logits, state = model.decoder(y, state)
-            y = logits.argmax(dim=-1)
-            rows.append(model.decoder.attention_weights[-1][0])
-            if y.item() == EOS:
-                break
-            ids.append(y.item())
-    return ids, torch.cat(rows, dim=-2)  # (steps, S) or (h, steps, S)
-
-
-@pytest.mark.parametrize("kind", ["copy", "multihead"])
-def test_batch_decoding_equals_a_step_by_step_loop(kind, copy_model):
-    model = copy_model if kind == "copy" else make_model("multihead")
-    src, _, lens, _ = copy_batch(torch.Generator().manual_seed(2), B=6)
-    calls = []
-    hook = model.decoder.register_forward_hook(
-        lambda *args: calls.append(1))
-    decoded = greedy_decode(model, src, lens, BOS, EOS, max_len=9)
-    hook.remove()
-    steps = max(len(d.ids) + d.finished for d in decoded)
-    assert len(calls) == steps  # stopped once every sentence had <eos>
-    if kind == "copy":
-        assert steps < 9 and all(d.finished for d in decoded)
-    for i, d in enumerate(decoded):
-        ids, weights = decode_one_by_one(model, src[i], int(lens[i]), 9)
-        assert d.ids == ids and EOS not in d.ids
-        rows = len(d.ids) + d.finished
-        expected_shape = (rows, lens[i]) if kind == "copy" else \
-            (4, rows, lens[i])
-        assert d.attention.shape == expected_shape
-        torch.testing.assert_close(d.attention, weights)
-
-
-def test_decoding_runs_in_eval_mode_without_grad_and_restores_modes():
-    model = make_model("additive", dropout=0.5)
-    model.train()
-    model.encoder.eval()  # a mixed state must come back as it was
-    before = [m.training for m in model.modules()]
-    seen = []
-    model.decoder.register_forward_hook(lambda m, *args: seen.append(
-        (m.training, torch.is_grad_enabled())))
-    src, _, lens, _ = copy_batch(torch.Generator().manual_seed(3), B=4)
-    first = greedy_decode(model, src, lens, BOS, EOS, max_len=5)
-    again = greedy_decode(model, src, lens, BOS, EOS, max_len=5)
-    assert [m.training for m in model.modules()] == before
-    assert set(seen) == {(False, False)}
-    assert [d.ids for d in first] == [d.ids for d in again]  # no dropout
-    assert not first[0].attention.requires_grad
-    assert all(p.grad is None for p in model.parameters())
-
+# Step by step -------------------------------------------------------------
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_teacher_forcing_equals_feeding_one_step_at_a_time(kind):
@@ -359,57 +268,3 @@ def test_teacher_forcing_equals_feeding_one_step_at_a_time(kind):
                     model.decoder.attention_weights[0], weights[t])
     torch.testing.assert_close(torch.cat(steps, dim=1), logits)
     torch.testing.assert_close(state[1], final[1])
-
-
-class TinyVocab:
-    """Just what ``translate`` needs of d2lmini.data's Vocab."""
-
-    idx_to_token = ["<pad>", "<bos>", "<eos>", *SYMBOLS]
-    pad, bos, eos = PAD, BOS, EOS
-
-    def __len__(self):
-        return len(self.idx_to_token)
-
-    def to_tokens(self, ids):
-        return [self.idx_to_token[i] for i in ids]
-
-
-class TinyData:
-    num_steps = 7
-    src_vocab = tgt_vocab = TinyVocab()
-
-    def build(self, src_sentences, tgt_sentences=None):
-        rows = [[3 + SYMBOLS.index(c) for c in s.split()] + [EOS]
-                for s in src_sentences]
-        lens = torch.tensor([len(r) for r in rows])
-        src = torch.tensor([r + [PAD] * (self.num_steps - len(r))
-                            for r in rows])
-        return src, None, lens, None
-
-
-def test_translate_returns_tokens_text_and_labelled_attention(copy_model):
-    out = translate(copy_model, TinyData(), ["a b c", "g e", "d"])
-    assert [t.text for t in out] == ["a b c", "g e", "d"]
-    first = out[0]
-    assert first.tokens == ["a", "b", "c"]
-    assert first.src_tokens == ["a", "b", "c", "<eos>"]
-    assert first.out_tokens == ["a", "b", "c", "<eos>"]
-    assert first.attention.shape == (len(first.out_tokens),
-                                     len(first.src_tokens))
-    torch.testing.assert_close(first.attention.sum(-1), torch.ones(4))
-    cut = translate(copy_model, TinyData(), ["a b c"], max_len=2)[0]
-    assert cut.tokens == cut.out_tokens == ["a", "b"]  # no <eos> yet
-    assert cut.attention.shape == (2, 4)
-    with pytest.raises(TypeError, match="list of strings"):
-        translate(copy_model, TinyData(), "a b")
-
-
-def test_decoding_without_attention_or_valid_lengths():
-    model = make_model("none")
-    src, _, _, _ = copy_batch(torch.Generator().manual_seed(4), B=3)
-    decoded = greedy_decode(model, src, None, BOS, EOS, max_len=4)
-    assert len(decoded) == 3
-    assert all(d.attention is None and len(d.ids) <= 4 for d in decoded)
-    model = make_model("additive")
-    decoded = greedy_decode(model, src, None, BOS, EOS, max_len=4)
-    assert decoded[0].attention.shape[1] == src.shape[1]  # every key

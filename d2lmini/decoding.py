@@ -1,0 +1,166 @@
+"""Greedy decoding: translate a batch, or a list of sentences, one token
+at a time with a trained ``Seq2Seq`` of ``d2lmini.seq2seq``.
+
+Shape legend for every comment and docstring in this module:
+    B  batch size       S  source steps (the keys)   h  attention heads
+
+``src_valid_len`` (B,) is the number of valid source tokens (``<eos>``
+included), as in ``d2lmini.seq2seq``.
+"""
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import torch
+
+from .seq2seq import _check_ids, _check_lens
+from .utils import check_int
+
+__all__ = ["Decoded", "Translation", "greedy_decode", "translate"]
+
+
+def _check_decode_args(src, src_valid_len, bos, eos, max_len):
+    """Raise unless greedy_decode's arguments describe a real batch."""
+    _check_ids(src, "src")
+    if len(src) == 0:
+        raise ValueError(f"src holds no sentence (shape {tuple(src.shape)})"
+                         ": give a batch of at least one")
+    if src_valid_len is not None:
+        _check_lens(src_valid_len, src, "src_valid_len")
+    check_int("bos", bos, 0)
+    check_int("eos", eos, 0)
+    check_int("max_len", max_len)
+
+
+class Decoded(NamedTuple):
+    """Greedy output of one sentence.
+
+    ids: the output ids, cut before the first ``<eos>`` (excluded).
+    attention: (steps, S_valid), or (h, steps, S_valid) for multi-head;
+        one row per decoding step, including the step that emitted
+        ``<eos>``, so ``steps = len(ids) + finished``; the columns are
+        the source's valid positions; on the CPU.  None without
+        attention.
+    finished: whether ``<eos>`` was emitted within ``max_len`` steps.
+    """
+
+    ids: list
+    attention: torch.Tensor
+    finished: bool
+
+
+def greedy_decode(model, src, src_valid_len, bos, eos, max_len):
+    """Translate a batch greedily, stopping each sentence at ``<eos>``.
+
+    Runs in eval mode under ``torch.no_grad()`` and then restores every
+    submodule's train/eval mode.  Stops early once every sentence has
+    emitted ``<eos>``.
+
+    The attention's keys and padding mask are built once, in the
+    decoder's ``init_state``, not at every step.
+
+    Args:
+        model: a ``Seq2Seq``.
+        src: (B, S) source ids, B >= 1.
+        src_valid_len: (B,) integer tensor of valid source lengths, or
+            None (every source position is valid).
+        bos, eos: int ids of ``<bos>`` and ``<eos>`` in the target vocab.
+        max_len: the most steps to decode (an int >= 1).
+
+    Returns:
+        A list of B ``Decoded``.
+    """
+    _check_decode_args(src, src_valid_len, bos, eos, max_len)
+    modes = [(m, m.training) for m in model.modules()]
+    device = next(model.parameters()).device
+    src = src.to(device)
+    if src_valid_len is not None:
+        src_valid_len = src_valid_len.to(device)
+    model.eval()
+    try:
+        with torch.no_grad():
+            state = model.decoder.init_state(
+                model.encoder(src, src_valid_len), src_valid_len)
+            Y = torch.full((len(src), 1), bos, device=device)  # (B, 1)
+            done = torch.zeros(len(src), dtype=torch.bool, device=device)
+            outputs, weights = [], []
+            for _ in range(max_len):
+                logits, state = model.decoder(Y, state)  # (B, 1, V)
+                Y = logits.argmax(dim=-1)  # (B, 1)
+                outputs.append(Y[:, 0])
+                if hasattr(model.decoder, "attention_weights"):
+                    # (B, 1, S) or (B, h, 1, S) -> (B, S) or (B, h, S)
+                    weights.append(
+                        model.decoder.attention_weights[-1].squeeze(-2))
+                done |= Y[:, 0] == eos
+                if done.all():
+                    break
+    finally:
+        for m, training in modes:
+            m.training = training
+    ids = torch.stack(outputs, dim=1).tolist()  # (B, steps)
+    if weights:  # (B, steps, S) or (B, h, steps, S)
+        weights = torch.stack(weights, dim=-2).cpu()
+    S = src.shape[1] if src_valid_len is None else src_valid_len.tolist()
+    results = []
+    for i, row in enumerate(ids):
+        finished = eos in row
+        n = row.index(eos) if finished else len(row)
+        attention = None
+        if len(weights):
+            s = S if isinstance(S, int) else S[i]
+            attention = weights[i, ..., :n + finished, :s]
+        results.append(Decoded(row[:n], attention, finished))
+    return results
+
+
+@dataclass
+class Translation:
+    """One sentence translated by ``translate``.
+
+    ``src_tokens`` are the source tokens the model saw (with ``<eos>``);
+    ``tokens`` the output without ``<eos>``; ``out_tokens`` labels the
+    rows of ``attention`` (``tokens`` plus ``<eos>`` when emitted), and
+    ``src_tokens`` its columns.
+    """
+
+    src_tokens: list
+    tokens: list
+    out_tokens: list
+    attention: torch.Tensor
+
+    @property
+    def text(self):
+        return " ".join(self.tokens)
+
+
+def translate(model, data, sentences, max_len=None):
+    """Translate sentences with greedy decoding.
+
+    Args:
+        model: a trained ``Seq2Seq``.
+        data: has ``build(sentences)`` returning ``(src, _, src_valid_len,
+            _)``, ``src_vocab``, ``tgt_vocab`` and ``num_steps`` (the
+            ``MTFraEng`` of ``d2lmini.data``).
+        sentences: a list of source strings.
+        max_len: the most output steps; default ``data.num_steps``.
+
+    Returns:
+        A list of ``Translation``.
+    """
+    if isinstance(sentences, str):
+        raise TypeError("sentences must be a list of strings, not a "
+                        "string; wrap it: [sentence]")
+    src, _, src_valid_len, _ = data.build(list(sentences))
+    vocab = data.tgt_vocab
+    max_len = data.num_steps if max_len is None else max_len
+    decoded = greedy_decode(model, src, src_valid_len, vocab.bos,
+                            vocab.eos, max_len)
+    results = []
+    for row, n, out in zip(src.tolist(), src_valid_len.tolist(), decoded):
+        out_ids = out.ids + [vocab.eos] * out.finished
+        out_tokens = vocab.to_tokens(out_ids)
+        results.append(Translation(data.src_vocab.to_tokens(row[:n]),
+                                   out_tokens[:len(out.ids)], out_tokens,
+                                   out.attention))
+    return results
