@@ -13,7 +13,8 @@ import time
 import torch
 from torch import nn
 
-from d2lmini.attention import MultiHeadAttention, set_seed, valid_mask
+from d2lmini.attention import MultiHeadAttention, valid_mask
+from d2lmini.utils import set_seed
 
 SHAPES = {  # name: (B, L, S, D, h)
     "decoder step (B=128, L=1, S=9)": (128, 1, 9, 256, 8),

@@ -42,16 +42,20 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from d2lmini import seq2seq
-from d2lmini.attention import MultiHeadAttention
+from d2lmini import decoding, experiment
 from d2lmini.corpus import FRA_SHA256, MEMBER, locate_archive, tokenize
-from d2lmini.data import MTFraEng
+from d2lmini.experiment import BOOK_RECIPE
 from d2lmini.metrics import bleu
 from d2lmini.trainer import Trainer
 
 DEPS = Path(__file__).resolve().parents[1] / "_build" / "bench-deps"
-EMBED, HIDDEN, LAYERS, DROPOUT, HEADS = 256, 256, 2, 0.2, 8
-BATCH, NUM_STEPS, LR, CLIP = 128, 9, 0.005, 1
+HEADS = 8
+# d2l's side is built from the same numbers as d2lmini's BOOK_RECIPE.
+_R = BOOK_RECIPE
+EMBED, HIDDEN, LAYERS, DROPOUT = (_R.embed_size, _R.num_hiddens,
+                                  _R.num_layers, _R.dropout)
+BATCH, NUM_STEPS, LR, CLIP = (_R.batch_size, _R.num_steps, _R.lr,
+                              _R.gradient_clip_val)
 DECODERS = ("Bahdanau", "multi-head")
 
 
@@ -266,16 +270,11 @@ def train_d2l(d2l, data, decoder, epochs, seed):
 
 def train_mini(decoder, epochs, seed):
     """Train d2lmini's model on its own ``MTFraEng``; returns a ``Run``."""
-    data = MTFraEng(batch_size=BATCH, num_steps=NUM_STEPS)
-    torch.manual_seed(seed)
-    encoder = seq2seq.Seq2SeqEncoder(len(data.src_vocab), EMBED, HIDDEN,
-                                     LAYERS, DROPOUT)
-    attention = None if decoder == "Bahdanau" else \
-        MultiHeadAttention(HIDDEN, HEADS, DROPOUT)
-    dec = seq2seq.Seq2SeqAttentionDecoder(
-        len(data.tgt_vocab), EMBED, HIDDEN, LAYERS, DROPOUT,
-        attention=attention)
-    model = seq2seq.Seq2Seq(encoder, dec, tgt_pad=data.tgt_vocab.pad, lr=LR)
+    recipe = BOOK_RECIPE.replace(
+        attention="additive" if decoder == "Bahdanau" else "multihead",
+        num_heads=HEADS, max_epochs=epochs, seed=seed)
+    data = experiment.build_data(recipe)
+    model = experiment.build_model(recipe, data)  # seeded with `seed`
     trainer = Trainer(max_epochs=epochs, gradient_clip_val=CLIP,
                       device="cpu", progress=False, seed=seed)
     hist = trainer.fit(model, data)
@@ -313,7 +312,8 @@ def evaluate(impl, run, train_pairs, val_pairs):
         hyps = [" ".join(tokens) for tokens in hyps]
     else:
         ce = masked_ce(model, data.build(engs, fras), data.tgt_vocab.pad)
-        hyps = [t.text for t in seq2seq.translate(model, data, list(vals))]
+        hyps = [t.text for t in decoding.translate(model, data,
+                                                   list(vals))]
     return ce, statistics.mean(bleu(h, r, k=2) for h, r in zip(hyps, refs))
 
 
@@ -334,7 +334,7 @@ def main():
     if args.threads:
         torch.set_num_threads(args.threads)
     d2l, stand_ins = import_d2l(args.d2l_path)
-    mini = MTFraEng(batch_size=BATCH, num_steps=NUM_STEPS)
+    mini = experiment.build_data(BOOK_RECIPE)
     with tempfile.TemporaryDirectory() as workdir:
         book, book_pairs = d2l_data(d2l, locate_archive(), workdir)
     n, unlike = len(mini.train_pairs), 0

@@ -16,7 +16,7 @@ import time
 
 import torch
 
-from d2lmini import experiment
+from d2lmini import cache, experiment
 from d2lmini.experiment import BOOK_RECIPE, CHAPTER_RECIPE, evaluate
 
 COLUMNS = ("recipe", "eval set", "n", "train s", "steps", "epochs",
@@ -39,7 +39,7 @@ def fit(name, recipe, use_cache):
     """Train (or load) one recipe and print what it cost."""
     print(f"\n== {name}: training ...", flush=True)
     if use_cache:
-        run = experiment.train_or_load(recipe, progress=False)
+        run = cache.train_or_load(recipe, progress=False)
         model, data, history = run.model, run.data, run.history
         how = "trained" if run.trained else "loaded from the cache"
     else:

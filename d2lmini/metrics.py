@@ -17,6 +17,11 @@ import math
 
 import sacrebleu
 
+from .utils import check_int
+
+__all__ = ["LengthBucket", "bleu", "bleu_by_length", "corpus_bleu",
+           "corpus_chrf"]
+
 LengthBucket = collections.namedtuple(
     "LengthBucket", ["low", "high", "count", "score"])
 LengthBucket.__doc__ = (
@@ -47,8 +52,7 @@ def bleu(pred_seq, label_seq, k):
             raise TypeError(
                 f"{name} must be a string of space-separated tokens, got "
                 f"{type(seq).__name__}; join tokens with ' '.join(tokens)")
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValueError(f"k must be an integer >= 1, got {k!r}")
+    check_int("k", k)
     # split(' ') rather than split(): the book's exact tokenization
     pred_tokens, label_tokens = pred_seq.split(" "), label_seq.split(" ")
     len_pred, len_label = len(pred_tokens), len(label_tokens)

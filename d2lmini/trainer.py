@@ -1,4 +1,4 @@
-"""A small, model-agnostic training loop and safe checkpoints.
+"""A small, model-agnostic training loop with a learning-rate schedule.
 
 The trainer works with any ``nn.Module`` that has these methods:
 
@@ -10,19 +10,28 @@ The trainer works with any ``nn.Module`` that has these methods:
 * ``configure_optimizers()`` returns a ``torch.optim.Optimizer``.
 
 The data object has ``train_dataloader()`` and, optionally,
-``val_dataloader()`` (which may return None); a batch is a tuple or list
-whose tensors are moved to the device.
+``val_dataloader()`` (which may return None: no validation); a batch is a
+tuple or list whose tensors are moved to the device.
+
+The trainer owns the learning-rate schedule: a linear warm-up over
+``warmup_steps`` and, optionally, a cosine decay to zero at the last
+step.  Adam's first updates move every weight by about the learning rate
+whatever the gradient's size (gradient clipping does not shrink them);
+the warm-up keeps those first, poorly estimated steps small.
 """
 
 import math
-import os
-import pickle
-import tempfile
 import time
 from dataclasses import dataclass, field
 
 import torch
 from tqdm.auto import tqdm
+
+from .utils import check_int, set_seed
+
+__all__ = ["SCHEDULES", "History", "Trainer"]
+
+SCHEDULES = ("constant", "cosine")
 
 
 @dataclass(repr=False)
@@ -117,20 +126,32 @@ class Trainer:
         val_every_n_steps: also validate every n steps (besides at the end
             of each epoch), for runs shorter than an epoch.
         progress: show a tqdm progress bar (notebook or terminal).
-        seed: if given, ``torch.manual_seed(seed)`` at the start of ``fit``
-            (fixes shuffling and dropout; seed before building the model
-            to fix its initial weights too).
+        seed: if given, ``d2lmini.utils.set_seed(seed)`` at the start of
+            ``fit``: it fixes dropout and any other use of the global
+            generators during training.  The batch order is the data's
+            (``MTFraEng(seed=)`` has a generator of its own), and the
+            initial weights are fixed by seeding before building the model.
+        warmup_steps: raise the learning rate linearly from
+            ``lr / warmup_steps`` to the optimizer's ``lr`` over the first
+            ``warmup_steps`` steps (0: no warm-up).
+        schedule: ``'constant'`` after the warm-up, or ``'cosine'``: decay
+            to 0 at the last step (needs ``max_steps``, or ``max_epochs``
+            and a loader with a length).
         clock: the timer, ``time.perf_counter`` by default.
     """
 
     def __init__(self, max_epochs=1, gradient_clip_val=0, device="auto", *,
                  max_steps=None, max_time=None, val_every_n_steps=None,
-                 progress=True, seed=None, clock=time.perf_counter):
+                 progress=True, seed=None, warmup_steps=0,
+                 schedule="constant", clock=time.perf_counter):
         for name, v in (("max_epochs", max_epochs), ("max_steps", max_steps),
                         ("val_every_n_steps", val_every_n_steps)):
-            if v is not None and (not isinstance(v, int) or v < 1):
-                raise ValueError(f"{name} must be an integer >= 1 or None, "
-                                 f"got {v!r}")
+            check_int(name, v, 1, none_ok=True)
+        check_int("seed", seed, 0, none_ok=True)
+        check_int("warmup_steps", warmup_steps, 0)
+        if schedule not in SCHEDULES:
+            raise ValueError(f"schedule must be one of {SCHEDULES}, got "
+                             f"{schedule!r}")
         if not gradient_clip_val >= 0:  # also rejects NaN
             raise ValueError(f"gradient_clip_val must be >= 0 (0 means no "
                              f"clipping), got {gradient_clip_val}")
@@ -143,8 +164,9 @@ class Trainer:
         self.max_steps, self.max_time = max_steps, max_time
         self.val_every_n_steps, self.progress = val_every_n_steps, progress
         self.seed, self.clock = seed, clock
+        self.warmup_steps, self.schedule = warmup_steps, schedule
         self.device = self._pick_device(device)
-        self.optimizer, self.history = None, None
+        self.optimizer = self.scheduler = self.history = None
 
     @staticmethod
     def _pick_device(device):
@@ -194,15 +216,19 @@ class Trainer:
             The mean loss (a float); the model's train/eval mode is kept.
         """
         step_fn = getattr(model, "validation_step", model.training_step)
-        was_training = model.training
+        modes = [(m, m.training) for m in model.modules()]
         model.eval()
         total, count = 0.0, 0
-        with torch.no_grad():
-            for batch in loader:
-                batch = self._to_device(batch)
-                loss, num = _unpack(step_fn(batch), batch, "validation_step")
-                total, count = total + loss.item() * num, count + num
-        model.train(was_training)
+        try:
+            with torch.no_grad():
+                for batch in loader:
+                    batch = self._to_device(batch)
+                    loss, num = _unpack(step_fn(batch), batch,
+                                        "validation_step")
+                    total, count = total + loss.item() * num, count + num
+        finally:  # also when a step raises: training may go on
+            for m, training in modes:
+                m.training = training
         if count == 0:
             raise ValueError("the validation loader yielded no batches")
         _check_finite(total / count, "validation", step)
@@ -220,8 +246,21 @@ class Trainer:
             torch.nn.utils.clip_grad_norm_(model.parameters(),
                                            self.gradient_clip_val)
         self.optimizer.step()
+        self.scheduler.step()
         self._sync()
         return value, num
+
+    def _lr_factor(self, total):
+        """The schedule: step -> factor of the optimizer's ``lr``."""
+        warmup, cosine = self.warmup_steps, self.schedule == "cosine"
+
+        def factor(step):  # step = number of updates done so far
+            f = min(1.0, (step + 1) / warmup) if warmup else 1.0
+            if cosine:
+                f *= 0.5 * (1.0 + math.cos(math.pi * min(step, total)
+                                           / total))
+            return f
+        return factor
 
     def fit(self, model, data):
         """Train ``model`` on ``data``; the optimizer is ``self.optimizer``.
@@ -235,7 +274,7 @@ class Trainer:
             The ``History`` of the run, also kept as ``self.history``.
         """
         if self.seed is not None:
-            torch.manual_seed(self.seed)
+            set_seed(self.seed)
         model.to(self.device)
         self.optimizer = model.configure_optimizers()
         if not isinstance(self.optimizer, torch.optim.Optimizer):
@@ -249,6 +288,12 @@ class Trainer:
             per_epoch = None
         bounds = [n for n in (self.max_steps, per_epoch and self.max_epochs
                               and per_epoch * self.max_epochs) if n]
+        if self.schedule == "cosine" and not bounds:
+            raise ValueError("schedule='cosine' needs to know the last "
+                             "step: set max_steps (or max_epochs with a "
+                             "loader that has a length)")
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, self._lr_factor(min(bounds) if bounds else 1))
         self.history = hist = History()
         bar = tqdm(total=min(bounds) if bounds else None, unit="step",
                    disable=not self.progress)
@@ -315,78 +360,3 @@ class Trainer:
             post["val"] = f"{hist.val_steps[-1][1]:.3f}"
         post["tok/s"] = f"{hist.tokens_per_second:,.0f}"
         bar.set_postfix(post, refresh=False)
-
-
-_SAFE_LEAVES = (bool, int, float, complex, str, bytes, type(None),
-                torch.Tensor, torch.dtype, torch.device, torch.Size)
-
-
-def _check_safe(obj, name):
-    """Reject metadata that ``torch.load(weights_only=True)`` cannot read."""
-    if isinstance(obj, dict):
-        for key, value in obj.items():
-            _check_safe(key, name)
-            _check_safe(value, f"{name}[{key!r}]")
-    elif isinstance(obj, (list, tuple)):
-        for i, value in enumerate(obj):
-            _check_safe(value, f"{name}[{i}]")
-    elif not isinstance(obj, _SAFE_LEAVES):
-        raise TypeError(f"{name} is a {type(obj).__name__}; checkpoint "
-                        "metadata may hold only tensors, numbers, strings, "
-                        "None and lists, tuples or dicts of these")
-
-
-def save_checkpoint(model, path, **extra):
-    """Save ``model.state_dict()`` and metadata ``extra`` to ``path``.
-
-    The file is written to a temporary file and renamed, so an interrupted
-    save never leaves a half-written checkpoint behind.
-
-    Args:
-        model: the ``nn.Module`` whose parameters and buffers are saved.
-        path: the file to write; missing folders are created.
-        **extra: metadata (numbers, strings, tensors, lists, dicts, e.g.
-            ``epoch=3`` or ``optimizer=opt.state_dict()``).
-    """
-    for key, value in extra.items():
-        _check_safe(value, key)
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save({"format": "d2lmini-checkpoint", "version": 1,
-                        "state_dict": model.state_dict(), "extra": extra}, f)
-        os.chmod(tmp, 0o644)  # mkstemp makes the file private (0o600)
-        os.replace(tmp, path)
-    except BaseException:
-        os.remove(tmp)
-        raise
-
-
-def load_checkpoint(model, path):
-    """Load a ``save_checkpoint`` file into ``model`` (in place).
-
-    Only tensors and plain data are unpickled (``weights_only=True``), so a
-    file that smuggles in arbitrary Python objects is refused.
-
-    Args:
-        model: a module of the same architecture as the saved one.
-        path: a file written by ``save_checkpoint``.
-
-    Returns:
-        The ``extra`` metadata dict given to ``save_checkpoint``.
-    """
-    try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as err:
-        raise ValueError(f"{path} holds objects other than tensors and "
-                         "plain data; refusing to unpickle it (load only "
-                         "files you trust)") from err
-    if not isinstance(ckpt, dict) or ckpt.get("format") != \
-            "d2lmini-checkpoint":
-        raise ValueError(f"{path} is not a d2lmini checkpoint; create one "
-                         "with save_checkpoint(model, path)")
-    model.load_state_dict(ckpt["state_dict"])
-    return ckpt["extra"]

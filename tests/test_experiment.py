@@ -1,4 +1,4 @@
-"""Tests of d2lmini.experiment: recipes, the checkpoint cache, evaluate.
+"""Tests of d2lmini.experiment: recipes, build, train, evaluate.
 
 No test reads the corpus: ``read_pairs`` is replaced by a small
 synthetic English-French corpus, and every model is tiny.
@@ -11,7 +11,14 @@ import re
 import pytest
 import torch
 
-from d2lmini import attention, data, experiment, metrics, seq2seq
+from d2lmini import (
+    attention,
+    data,
+    decoding,
+    experiment,
+    metrics,
+    seq2seq,
+)
 from d2lmini.experiment import BOOK_RECIPE, CHAPTER_RECIPE, Recipe
 
 SUBJECTS = [("i", "je"), ("you", "tu"), ("we", "nous"), ("they", "ils")]
@@ -67,6 +74,26 @@ def test_chapter_recipe_is_reproducible_and_held_out():
     assert r.shuffle and r.num_test > 0 and r.attention == "additive"
 
 
+def test_chapter_recipe_warms_up_and_decays():
+    # the cure of the 8-head collapse (benchmarks/robustness.py)
+    r = CHAPTER_RECIPE
+    assert r.warmup_steps > 0 and r.schedule == "cosine"
+
+
+def test_train_hands_the_schedule_to_the_trainer(monkeypatch):
+    seen = {}
+
+    class Spy(experiment.Trainer):
+        def __init__(self, *args, **kwargs):
+            seen.update(kwargs)
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(experiment, "Trainer", Spy)
+    experiment.train(TINY.replace(warmup_steps=2, schedule="cosine"),
+                     progress=False)
+    assert (seen["warmup_steps"], seen["schedule"]) == (2, "cosine")
+
+
 def test_key_is_stable_and_sees_every_field():
     key = TINY.key()
     assert re.fullmatch("[0-9a-f]{16}", key)
@@ -77,7 +104,8 @@ def test_key_is_stable_and_sees_every_field():
                "max_tgt_len": 6, "shuffle": False, "min_freq": 2,
                "bucket": False, "embed_size": 16, "num_hiddens": 16,
                "num_layers": 2, "dropout": 0.1, "attention": "none",
-               "num_heads": 4, "lr": 0.02, "gradient_clip_val": 0.5,
+               "num_heads": 4, "lr": 0.02, "warmup_steps": 2,
+               "schedule": "cosine", "gradient_clip_val": 0.5,
                "max_epochs": 2, "max_steps": 4, "max_time": 9.0,
                "val_every_n_steps": 2, "seed": 1}
     assert set(changes) == {f.name for f in dataclasses.fields(Recipe)}
@@ -85,9 +113,9 @@ def test_key_is_stable_and_sees_every_field():
     assert key not in keys and len(keys) == len(changes)
 
 
-def test_key_depends_on_the_version(monkeypatch):
+def test_key_depends_on_the_cache_format(monkeypatch):
     key = TINY.key()
-    monkeypatch.setattr(experiment, "__version__", "0.0.0-test")
+    monkeypatch.setattr(experiment, "CACHE_FORMAT", -1)
     assert TINY.key() != key
 
 
@@ -102,6 +130,26 @@ def test_recipe_is_frozen_and_checked():
         TINY.replace(max_steps=None)
     with pytest.raises(TypeError):
         TINY.replace(learning_rate=0.1)
+
+
+@pytest.mark.parametrize("changes, words", [
+    ({"num_heads": 0}, "num_heads must be an int >= 1"),
+    ({"num_heads": 2.0}, "num_heads must be an int"),
+    ({"max_steps": 0}, "max_steps must be an int >= 1"),
+    ({"batch_size": True}, "batch_size must be an int"),
+    ({"num_val": -1}, "num_val must be an int >= 0"),
+    ({"warmup_steps": -1}, "warmup_steps must be an int >= 0"),
+    ({"schedule": "linear"}, "schedule must be one of"),
+    ({"lr": 0.0}, "lr must be > 0"),
+    ({"lr": float("nan")}, "lr must be > 0"),
+    ({"dropout": 1.0}, "dropout must be in"),
+    ({"gradient_clip_val": -1.0}, "gradient_clip_val must be >= 0"),
+    ({"max_time": 0.0}, "max_time must be > 0"),
+    ({"max_tgt_len": 7}, "max_tgt_len=7 needs num_steps >= 8"),
+])
+def test_recipe_rejects_bad_values(changes, words):
+    with pytest.raises(ValueError, match=re.escape(words)):
+        TINY.replace(**changes)
 
 
 # build and train ------------------------------------------------------------
@@ -136,42 +184,13 @@ def test_train_is_reproducible():
     assert len(d1.test_pairs) == 6
 
 
-def test_train_or_load_trains_then_loads(tmp_path):
-    first = experiment.train_or_load(TINY, tmp_path, progress=False)
-    path = experiment.checkpoint_path(TINY, tmp_path)
-    assert first.trained and path.exists()
-    assert TINY.key() in path.name
-    again = experiment.train_or_load(TINY, tmp_path, progress=False)
-    assert not again.trained and not again.model.training
-    for (name, a), b in zip(first.model.state_dict().items(),
-                            again.model.state_dict().values()):
-        assert torch.equal(a, b), name
-    h1, h2 = first.history, again.history
-    assert (h2.num_steps, h2.train_time, h2.num_tokens, h2.epochs) == \
-        (h1.num_steps, h1.train_time, h1.num_tokens, h1.epochs)
-    assert h2.steps == h1.steps and h2.val_loss == h1.val_loss
-    assert h2.tokens_per_second == h1.tokens_per_second
-    other = experiment.train_or_load(TINY.replace(seed=1), tmp_path,
-                                     progress=False)
-    assert other.trained
-
-
-def test_train_or_load_default_folder_is_the_cache():
-    path = experiment.checkpoint_path(TINY)
-    assert path.parent == data.cache_dir() / "models"
-    assert experiment.train_or_load(TINY, progress=False).trained
-    assert path.exists()
-
-
-def test_train_or_load_replaces_a_bad_file(tmp_path):
-    path = experiment.checkpoint_path(TINY, tmp_path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(b"not a checkpoint")
-    with pytest.warns(UserWarning, match="retraining"):
-        run = experiment.train_or_load(TINY, tmp_path, progress=False)
-    assert run.trained
-    assert not experiment.train_or_load(TINY, tmp_path,
-                                        progress=False).trained
+def test_a_recipe_without_validation_trains():
+    recipe = TINY.replace(num_val=0)
+    model, d, history = experiment.train(recipe, progress=False)
+    assert d.val_pairs == [] and history.num_steps == 3
+    assert history.val_loss == [] and history.val_steps == []
+    with pytest.raises(ValueError, match="the val split is empty"):
+        experiment.evaluate(model, d, "val")
 
 
 # evaluate -------------------------------------------------------------------
@@ -195,7 +214,7 @@ def test_evaluate_returns_sane_fields():
 def test_evaluate_scores_a_perfect_translator(monkeypatch):
     model, d, _ = experiment.train(TINY, progress=False)
     sources = [e for e, _ in d.test_pairs]
-    translate = seq2seq.translate
+    translate = decoding.translate
 
     def perfect(model, data, sentences):
         outs = translate(model, data, sentences)
@@ -203,7 +222,7 @@ def test_evaluate_scores_a_perfect_translator(monkeypatch):
             out.tokens = data.references(s)[0].split()
         return outs
 
-    monkeypatch.setattr(seq2seq, "translate", perfect)
+    monkeypatch.setattr(decoding, "translate", perfect)
     res = experiment.evaluate(model, d, sources=sources)
     assert res.split == "sources"
     assert res.bleu == pytest.approx(100) and res.exact == 6

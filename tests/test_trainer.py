@@ -1,19 +1,15 @@
 """Tests of d2lmini.trainer on tiny synthetic models (each in seconds)."""
 
-import os
+import math
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
 from torch.nn import functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
-from d2lmini.trainer import (
-    History,
-    Trainer,
-    load_checkpoint,
-    save_checkpoint,
-)
+from d2lmini.trainer import History, Trainer
 
 
 class TrainOnlyRegression(nn.Module):
@@ -330,45 +326,73 @@ def test_progress_bar_on_and_off(capsys):
     assert "8/8" in err and "tok/s" in err
 
 
-def _touch(path):
-    """Called only if an unsafe unpickler runs the payload below."""
-    open(path, "w").close()
+class LoggedLR(Regression):
+    """Records the learning rate each training step runs with."""
+
+    def configure_optimizers(self):
+        self.opt = super().configure_optimizers()
+        self.lrs = []
+        return self.opt
+
+    def training_step(self, batch):
+        self.lrs.append(self.opt.param_groups[0]["lr"])
+        return super().training_step(batch)
 
 
-class Payload:
-    def __init__(self, path):
-        self.path = path
-
-    def __reduce__(self):
-        return _touch, (self.path,)
-
-
-def test_checkpoint_round_trip(tmp_path):
-    torch.manual_seed(0)
-    model, X = Regression(), torch.randn(5, 3)
-    path = tmp_path / "sub" / "model.pt"
-    save_checkpoint(model, path, epoch=3, vocab=["a", "b"], lr=0.05)
-    assert os.listdir(tmp_path / "sub") == ["model.pt"]  # no temp file left
-    other = Regression()
-    assert not torch.equal(other(X), model(X))
-    extra = load_checkpoint(other, path)
-    assert extra == {"epoch": 3, "vocab": ["a", "b"], "lr": 0.05}
-    model.eval(), other.eval()
-    assert torch.equal(other(X), model(X))
+def test_linear_warmup_then_constant():
+    model = LoggedLR(lr=0.1)
+    fit(model, max_epochs=None, max_steps=8, warmup_steps=4)
+    assert model.lrs == pytest.approx([0.025, 0.05, 0.075, 0.1,
+                                       0.1, 0.1, 0.1, 0.1])
 
 
-def test_checkpoint_refuses_unsafe_content(tmp_path):
-    marker = tmp_path / "pwned"
-    with pytest.raises(TypeError, match="Payload"):
-        save_checkpoint(Regression(), tmp_path / "a.pt", x=Payload(marker))
-    assert not (tmp_path / "a.pt").exists()
-    evil = tmp_path / "evil.pt"
-    torch.save({"format": "d2lmini-checkpoint", "state_dict": {},
-                "extra": {"x": Payload(str(marker))}}, evil)
-    with pytest.raises(ValueError, match="refusing to unpickle"):
-        load_checkpoint(Regression(), evil)
-    assert not marker.exists()  # the payload never ran
-    plain = tmp_path / "plain.pt"
-    torch.save(Regression().state_dict(), plain)
-    with pytest.raises(ValueError, match="not a d2lmini checkpoint"):
-        load_checkpoint(Regression(), plain)
+def test_cosine_schedule_decays_to_zero_at_the_last_step():
+    model = LoggedLR(lr=0.1)
+    fit(model, max_epochs=None, max_steps=4, schedule="cosine")
+    assert model.lrs == pytest.approx([0.1, 0.0853553, 0.05, 0.0146447],
+                                      rel=1e-5)
+    # with epochs, the last step is len(loader) * max_epochs = 16
+    model = LoggedLR(lr=0.1)
+    fit(model, max_epochs=2, warmup_steps=2, schedule="cosine")
+    assert len(model.lrs) == 16 and model.lrs[:2] == pytest.approx(
+        [0.05, 0.1 * 0.5 * (1 + math.cos(math.pi / 16))])
+
+
+def test_schedule_arguments_are_checked():
+    for kwargs, words in (({"warmup_steps": -1}, "warmup_steps must be"),
+                          ({"warmup_steps": 1.5}, "warmup_steps must be"),
+                          ({"schedule": "linear"}, "schedule must be one"),
+                          ({"seed": -1}, "seed must be an int >= 0"),
+                          ({"seed": True}, "seed must be an int")):
+        with pytest.raises(ValueError, match=words):
+            Trainer(**kwargs)
+    with pytest.raises(ValueError, match="needs to know the last step"):
+        fit(max_epochs=None, max_time=1.0, schedule="cosine")
+
+
+class FailingValidation(Regression):
+    def validation_step(self, batch):
+        raise RuntimeError("broken validation")
+
+
+def test_validate_restores_train_mode_when_a_step_raises():
+    model = FailingValidation(dropout=0.5)
+    model.train()
+    with pytest.raises(RuntimeError, match="broken validation"):
+        Trainer(progress=False).validate(model, Data().val_dataloader())
+    assert model.training and model.net[0].training
+
+
+class NumpyNoise(Regression):
+    """Draws from NumPy's global generator, as data augmentation might."""
+
+    def training_step(self, batch):
+        self.draws = [*getattr(self, "draws", []), np.random.rand()]
+        return super().training_step(batch)
+
+
+def test_the_trainer_seed_seeds_every_global_generator():
+    a, b = NumpyNoise(), NumpyNoise()
+    fit(a, max_epochs=1, seed=3)
+    fit(b, max_epochs=1, seed=3)
+    assert a.draws == b.draws and len(set(a.draws)) == len(a.draws)

@@ -1,0 +1,227 @@
+"""Checkpoints that are safe to load, and a cache that is never stale.
+
+``save_checkpoint`` and ``load_checkpoint`` write and read a model's
+weights with plain metadata only (``torch.load(weights_only=True)``).
+``train_or_load(recipe)`` trains a ``d2lmini.experiment.Recipe`` once
+and loads it afterwards.  Each cache file holds a ``fingerprint`` of
+everything that can change the trained weights or their evaluation: the
+recipe, the source code of the package's modules that train and
+evaluate, the torch version, and the data (vocabularies and splits).
+``train_or_load`` compares it on load and retrains, with a one-line
+warning saying what changed, when any part differs.
+"""
+
+import dataclasses
+import hashlib
+import json
+import pickle
+import warnings
+from pathlib import Path
+from typing import NamedTuple
+
+import torch
+
+from . import corpus
+from .data import MTFraEng
+from .experiment import build_data, build_model, train
+from .seq2seq import Seq2Seq
+from .trainer import History
+from .utils import atomic_write
+
+__all__ = ["Run", "checkpoint_path", "code_fingerprint", "data_fingerprint",
+           "fingerprint", "load_checkpoint", "save_checkpoint",
+           "train_or_load"]
+
+# Modules whose code cannot change a trained model or its scores.
+_DISPLAY_MODULES = {"__init__.py", "notebook.py", "plot.py", "widgets.py"}
+
+
+def _sha256(text):
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+_SAFE_LEAVES = (bool, int, float, complex, str, bytes, type(None),
+                torch.Tensor, torch.dtype, torch.device, torch.Size)
+
+
+def _check_safe(obj, name):
+    """Reject metadata that ``torch.load(weights_only=True)`` cannot read."""
+    if isinstance(obj, dict):
+        for key, value in obj.items():
+            _check_safe(key, name)
+            _check_safe(value, f"{name}[{key!r}]")
+    elif isinstance(obj, (list, tuple)):
+        for i, value in enumerate(obj):
+            _check_safe(value, f"{name}[{i}]")
+    elif not isinstance(obj, _SAFE_LEAVES):
+        raise TypeError(f"{name} is a {type(obj).__name__}; checkpoint "
+                        "metadata may hold only tensors, numbers, strings, "
+                        "None and lists, tuples or dicts of these")
+
+
+def save_checkpoint(model, path, **extra):
+    """Save ``model.state_dict()`` and metadata ``extra`` to ``path``.
+
+    The file is written to a temporary file and renamed, so an interrupted
+    save never leaves a half-written checkpoint behind.
+
+    Args:
+        model: the ``nn.Module`` whose parameters and buffers are saved.
+        path: the file to write; missing folders are created.
+        **extra: metadata (numbers, strings, tensors, lists, dicts, e.g.
+            ``epoch=3`` or ``optimizer=opt.state_dict()``).
+    """
+    for key, value in extra.items():
+        _check_safe(value, key)
+    with atomic_write(path) as f:
+        torch.save({"format": "d2lmini-checkpoint", "version": 1,
+                    "state_dict": model.state_dict(), "extra": extra}, f)
+
+
+def load_checkpoint(model, path):
+    """Load a ``save_checkpoint`` file into ``model`` (in place).
+
+    Only tensors and plain data are unpickled (``weights_only=True``), so a
+    file that smuggles in arbitrary Python objects is refused.
+
+    Args:
+        model: a module of the same architecture as the saved one.
+        path: a file written by ``save_checkpoint``.
+
+    Returns:
+        The ``extra`` metadata dict given to ``save_checkpoint``.
+    """
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as err:
+        raise ValueError(f"{path} holds objects other than tensors and "
+                         "plain data; refusing to unpickle it (load only "
+                         "files you trust)") from err
+    if not isinstance(ckpt, dict) or ckpt.get("format") != \
+            "d2lmini-checkpoint":
+        raise ValueError(f"{path} is not a d2lmini checkpoint; create one "
+                         "with save_checkpoint(model, path)")
+    extra = ckpt.get("extra")
+    if not isinstance(extra, dict) or not isinstance(
+            ckpt.get("state_dict"), dict):
+        raise ValueError(f"{path} is damaged: its metadata is a "
+                         f"{type(extra).__name__}, not a dict, or it has "
+                         "no state_dict; delete it and save it again")
+    model.load_state_dict(ckpt["state_dict"])
+    return extra
+
+
+def code_fingerprint():
+    """sha256 of the source of every ``d2lmini`` module that trains or
+    evaluates (all but the display modules ``notebook``, ``plot`` and
+    ``widgets``)."""
+    digest = hashlib.sha256()
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        if path.name not in _DISPLAY_MODULES:
+            digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def data_fingerprint(data):
+    """sha256 of what a model learns from and is scored on: both
+    vocabularies and the train, val and test pairs."""
+    return _sha256(json.dumps([
+        data.src_vocab.idx_to_token, data.tgt_vocab.idx_to_token,
+        data.train_pairs, data.val_pairs, data.test_pairs]))
+
+
+def fingerprint(recipe, data):
+    """Everything that can change the recipe's trained model or its
+    scores, as a dict of strings (stored in each checkpoint)."""
+    return {"recipe": recipe.key(), "code": code_fingerprint(),
+            "torch": str(torch.__version__),
+            "data": data_fingerprint(data)}
+
+
+class Run(NamedTuple):
+    """What ``train_or_load`` returns; ``trained`` is False when the
+    weights came from the cache."""
+
+    model: Seq2Seq
+    data: MTFraEng
+    history: History
+    trained: bool
+
+
+def checkpoint_path(recipe, cache_dir=None):
+    """Where ``train_or_load`` keeps the recipe's model: ``cache_dir``
+    (default ``d2lmini.corpus.cache_dir() / 'models'``) / ``<key>.pt``."""
+    folder = corpus.cache_dir() / "models" if cache_dir is None \
+        else Path(cache_dir)
+    return folder / f"seq2seq-{recipe.attention}-{recipe.key()}.pt"
+
+
+def _history_record(history):
+    """The History's fields as plain data a checkpoint may hold."""
+    record = dataclasses.asdict(history)
+    record["steps"] = [list(s) for s in history.steps]
+    record["val_steps"] = [list(s) for s in history.val_steps]
+    return record
+
+
+def _stale(saved, current):
+    """Why a checkpoint's fingerprint is not the current one, or None."""
+    if not isinstance(saved, dict):
+        return "it has no fingerprint (written by an older d2lmini)"
+    changed = [name for name in current if saved.get(name) != current[name]]
+    what = {"recipe": "the recipe", "code": "d2lmini's code",
+            "torch": f"the torch version (now {current['torch']})",
+            "data": "the data (vocabulary or split)"}
+    if changed:
+        return " and ".join(what[n] for n in changed) + \
+            " changed since it was trained"
+    return None
+
+
+def _load(recipe, data, path, expected):
+    """Model, History and generator state of a usable cache file."""
+    model = build_model(recipe, data)
+    extra = load_checkpoint(model, path)
+    reason = _stale(extra.get("fingerprint"), expected)
+    if reason:
+        raise ValueError(reason)
+    record = extra["history"]
+    history = History(**{
+        **record, "steps": [tuple(s) for s in record["steps"]],
+        "val_steps": [tuple(s) for s in record["val_steps"]]})
+    return model, history, extra["generator_state"]
+
+
+def train_or_load(recipe, cache_dir=None, progress=True):
+    """Load the recipe's trained model from the cache, else train it.
+
+    The cache file is named by ``recipe.key()`` and holds the weights,
+    the ``History`` numbers, the ``fingerprint`` of what they were
+    trained with and the state of the data's generator after training.
+    A file that cannot be read, or whose fingerprint differs from the
+    current one, is replaced by a fresh training run (with a warning
+    that says why).  Either way the returned data's generator is in the
+    state training left it in, so what comes next (another model's
+    batch order) does not depend on whether the cache was hit.
+
+    Returns:
+        ``Run(model, data, history, trained)``.
+    """
+    path = checkpoint_path(recipe, cache_dir)
+    data = build_data(recipe)
+    expected = fingerprint(recipe, data)
+    if path.exists():
+        try:
+            model, history, state = _load(recipe, data, path, expected)
+            data.generator.set_state(state)
+        except (ValueError, RuntimeError, KeyError, TypeError,
+                EOFError) as err:
+            warnings.warn(f"retraining {path.name}: {err}", stacklevel=2)
+        else:
+            return Run(model.eval(), data, history, False)
+    model, data, history = train(recipe, data, progress)
+    save_checkpoint(model, path, recipe=dataclasses.asdict(recipe),
+                    fingerprint=expected,
+                    generator_state=data.generator.get_state(),
+                    history=_history_record(history))
+    return Run(model, data, history, True)

@@ -1,0 +1,173 @@
+"""Tests of d2lmini.cache: safe checkpoints and the fingerprinted cache.
+
+The cache tests use test_experiment.py's synthetic corpus (its autouse
+fixture is imported here) and tiny recipe.
+"""
+
+import os
+import re
+
+import pytest
+import torch
+from test_experiment import TINY, synthetic_corpus  # noqa: F401
+from test_trainer import Regression
+
+from d2lmini import cache, corpus, experiment
+from d2lmini.cache import load_checkpoint, save_checkpoint
+
+
+def _touch(path):
+    """Called only if an unsafe unpickler runs the payload below."""
+    open(path, "w").close()
+
+
+class Payload:
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return _touch, (self.path,)
+
+
+def test_checkpoint_round_trip(tmp_path):
+    torch.manual_seed(0)
+    model, X = Regression(), torch.randn(5, 3)
+    path = tmp_path / "sub" / "model.pt"
+    save_checkpoint(model, path, epoch=3, vocab=["a", "b"], lr=0.05)
+    assert os.listdir(tmp_path / "sub") == ["model.pt"]  # no temp file left
+    other = Regression()
+    assert not torch.equal(other(X), model(X))
+    extra = load_checkpoint(other, path)
+    assert extra == {"epoch": 3, "vocab": ["a", "b"], "lr": 0.05}
+    model.eval(), other.eval()
+    assert torch.equal(other(X), model(X))
+
+
+def test_checkpoint_refuses_unsafe_content(tmp_path):
+    marker = tmp_path / "pwned"
+    with pytest.raises(TypeError, match="Payload"):
+        save_checkpoint(Regression(), tmp_path / "a.pt", x=Payload(marker))
+    assert not (tmp_path / "a.pt").exists()
+    evil = tmp_path / "evil.pt"
+    torch.save({"format": "d2lmini-checkpoint", "state_dict": {},
+                "extra": {"x": Payload(str(marker))}}, evil)
+    with pytest.raises(ValueError, match="refusing to unpickle"):
+        load_checkpoint(Regression(), evil)
+    assert not marker.exists()  # the payload never ran
+    plain = tmp_path / "plain.pt"
+    torch.save(Regression().state_dict(), plain)
+    with pytest.raises(ValueError, match="not a d2lmini checkpoint"):
+        load_checkpoint(Regression(), plain)
+
+
+def test_train_or_load_trains_then_loads(tmp_path):
+    first = cache.train_or_load(TINY, tmp_path, progress=False)
+    path = cache.checkpoint_path(TINY, tmp_path)
+    assert first.trained and path.exists()
+    assert TINY.key() in path.name
+    again = cache.train_or_load(TINY, tmp_path, progress=False)
+    assert not again.trained and not again.model.training
+    for (name, a), b in zip(first.model.state_dict().items(),
+                            again.model.state_dict().values()):
+        assert torch.equal(a, b), name
+    h1, h2 = first.history, again.history
+    assert (h2.num_steps, h2.train_time, h2.num_tokens, h2.epochs) == \
+        (h1.num_steps, h1.train_time, h1.num_tokens, h1.epochs)
+    assert h2.steps == h1.steps and h2.val_loss == h1.val_loss
+    assert h2.tokens_per_second == h1.tokens_per_second
+    other = cache.train_or_load(TINY.replace(seed=1), tmp_path,
+                                     progress=False)
+    assert other.trained
+
+
+def test_train_or_load_default_folder_is_the_cache():
+    path = cache.checkpoint_path(TINY)
+    assert path.parent == corpus.cache_dir() / "models"
+    assert cache.train_or_load(TINY, progress=False).trained
+    assert path.exists()
+
+
+def _save_with(path, model, **extra):
+    """Overwrite a cache file with other metadata, same weights."""
+    cache.save_checkpoint(model, path, **extra)
+
+
+def test_train_or_load_retrains_when_the_code_changes(tmp_path,
+                                                     monkeypatch):
+    first = cache.train_or_load(TINY, tmp_path, progress=False)
+    monkeypatch.setattr(cache, "code_fingerprint",
+                        lambda: "code of another version")
+    with pytest.warns(UserWarning, match="d2lmini's code changed"):
+        again = cache.train_or_load(TINY, tmp_path, progress=False)
+    assert again.trained and first.trained
+    # the new fingerprint was stored: the next call is a cache hit
+    assert not cache.train_or_load(TINY, tmp_path,
+                                        progress=False).trained
+
+
+@pytest.mark.parametrize("part, words", [
+    ("torch", "the torch version"), ("data", "the data"),
+    ("recipe", "the recipe")])
+def test_train_or_load_retrains_on_any_stale_part(tmp_path, part, words):
+    run = cache.train_or_load(TINY, tmp_path, progress=False)
+    path = cache.checkpoint_path(TINY, tmp_path)
+    fp = dict(cache.fingerprint(TINY, run.data), **{part: "old"})
+    _save_with(path, run.model, fingerprint=fp,
+               generator_state=run.data.generator.get_state(),
+               history=cache._history_record(run.history))
+    with pytest.warns(UserWarning, match=re.escape(words) + ".* changed"):
+        assert cache.train_or_load(TINY, tmp_path,
+                                        progress=False).trained
+
+
+def test_train_or_load_retrains_an_old_or_damaged_file(tmp_path):
+    run = cache.train_or_load(TINY, tmp_path, progress=False)
+    path = cache.checkpoint_path(TINY, tmp_path)
+    _save_with(path, run.model, history={})  # no fingerprint: older
+    with pytest.warns(UserWarning, match="no fingerprint"):
+        assert cache.train_or_load(TINY, tmp_path,
+                                        progress=False).trained
+    torch.save({"format": "d2lmini-checkpoint", "version": 1,
+                "state_dict": run.model.state_dict(), "extra": [1, 2]},
+               path)  # metadata that is not a dict
+    with pytest.warns(UserWarning, match="not a dict"):
+        assert cache.train_or_load(TINY, tmp_path,
+                                        progress=False).trained
+
+
+def test_the_data_dependence_is_in_the_fingerprint():
+    d = experiment.build_data(TINY)
+    fp = cache.fingerprint(TINY, d)
+    assert set(fp) == {"recipe", "code", "torch", "data"}
+    assert fp == cache.fingerprint(TINY, experiment.build_data(TINY))
+    other = experiment.build_data(TINY.replace(seed=1))  # another split
+    assert cache.data_fingerprint(other) != fp["data"]
+    assert cache.data_fingerprint(
+        experiment.build_data(TINY.replace(min_freq=30))) != fp["data"]
+
+
+def test_a_cache_hit_leaves_the_data_as_training_does(tmp_path):
+    def next_batches(d):  # what the data draws next, e.g. for a model
+        return [b[0].tolist() for b in d.train_dataloader()]
+
+    fresh = cache.train_or_load(TINY, tmp_path, progress=False)
+    hit = cache.train_or_load(TINY, tmp_path, progress=False)
+    assert fresh.trained and not hit.trained
+    assert torch.equal(fresh.data.generator.get_state(),
+                       hit.data.generator.get_state())
+    assert next_batches(fresh.data) == next_batches(hit.data)
+    # training did advance the generator, so the check above can fail
+    untouched = experiment.build_data(TINY)
+    assert next_batches(untouched) != next_batches(
+        cache.train_or_load(TINY, tmp_path, progress=False).data)
+
+
+def test_train_or_load_replaces_a_bad_file(tmp_path):
+    path = cache.checkpoint_path(TINY, tmp_path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"not a checkpoint")
+    with pytest.warns(UserWarning, match="retraining"):
+        run = cache.train_or_load(TINY, tmp_path, progress=False)
+    assert run.trained
+    assert not cache.train_or_load(TINY, tmp_path,
+                                        progress=False).trained
