@@ -12,8 +12,8 @@ NOTEBOOKS = $(shell $(BIN)/python scripts/toc_notebooks.py)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all book test unit lint notebooks nbval execute browser lab \
-        benchmark benchmark-seq2seq benchmark-quality vendor chromium \
-        clean distclean
+        benchmark benchmark-seq2seq benchmark-quality benchmark-robustness \
+        benchmark-packed-gru vendor chromium clean distclean
 
 all: book
 
@@ -104,6 +104,16 @@ benchmark: $(STAMP)
 # on 2 CPU cores; needs the corpus, e.g. D2LMINI_DATA_DIR=../shared/data).
 benchmark-quality: $(STAMP)
 	$(BIN)/python benchmarks/translation_quality.py
+
+# Does the chapter's recipe train all three decoders at two length
+# ranges, over 3 seeds?  (18 runs, about an hour on 2 CPU cores; the
+# models go through the checkpoint cache.)
+benchmark-robustness: $(STAMP)
+	$(BIN)/python benchmarks/robustness.py $(ARGS)
+
+# The hand-written packed GRU path against nn.GRU on a PackedSequence.
+benchmark-packed-gru: $(STAMP)
+	$(BIN)/python benchmarks/packed_gru.py $(ARGS)
 
 # Training speed against d2l 1.0.3 (minutes; pass ARGS=--quick to check that
 # it runs).  d2l is installed without its dependencies into the git-ignored

@@ -12,7 +12,7 @@ from IPython import get_ipython
 from IPython.display import Markdown
 
 from d2lmini import plot
-from d2lmini.attention import set_seed
+from d2lmini.utils import set_seed
 
 __all__ = ["setup", "show_source"]
 

@@ -7,17 +7,22 @@ no figure is left open when a loop makes many of them, and no
 ``plt.close`` is needed. Outside a notebook, save it with
 ``fig.savefig(path)``.
 
-Shape legend: L queries (rows of a heatmap), S keys (its columns).
+Shape legend: L queries (rows of a heatmap), S keys (its columns); for
+translations T output steps (rows), S source positions, h heads.
 """
 
 import io
+import math
 
 import matplotlib as mpl
 import numpy as np
 from matplotlib.figure import Figure
 
+from .utils import check_int
+
 __all__ = ["figure_to_png", "plot_bleu_by_length", "plot_loss_curves",
-           "plot_score_scaling", "set_style", "show_heatmaps"]
+           "plot_score_scaling", "set_style", "show_heatmaps",
+           "translation_figure"]
 
 STYLE = {
     "figure.dpi": 100,
@@ -279,10 +284,7 @@ def plot_loss_curves(histories, smooth=50, figsize=(6.0, 3.2), title=None,
         The ``Figure``.
     """
     runs = _named_runs(histories)
-    if isinstance(smooth, bool) or not isinstance(smooth, int) \
-            or smooth < 1:
-        raise ValueError(f"smooth must be an int >= 1 (steps), got "
-                         f"{smooth!r}")
+    check_int("smooth", smooth)  # steps
     fig = Figure(figsize=figsize, layout="constrained")
     ax = fig.subplots()
     for i, (label, h) in enumerate(runs.items()):
@@ -363,3 +365,84 @@ def plot_bleu_by_length(results, figsize=None, title=None):
     ax.margins(y=0.3)  # head room for the legend above the bars
     ax.legend(loc="upper center", ncols=m)
     return fig
+
+
+def _head_grid(attention):
+    """(h, T, S) -> (rows, cols, T, S): the mean, then every head.
+
+    Unused panels at the end of the last row are NaN (drawn blank).
+    """
+    maps = np.concatenate([attention.mean(0, keepdims=True), attention])
+    n, T, S = maps.shape  # n = h + 1
+    cols = n if n <= 4 else math.ceil(math.sqrt(n))  # 8 heads: 3 x 3
+    rows = math.ceil(n / cols)
+    blank = np.full((rows * cols - n, T, S), np.nan)
+    return np.concatenate([maps, blank]).reshape(rows, cols, T, S), n
+
+
+def translation_figure(translation, head="mean", title=None):
+    """Heatmap of a translation's attention weights.
+
+    Source tokens label the columns, output tokens the rows; every panel
+    uses the colour scale 0..1, so maps of different heads, models and
+    sentences compare directly.
+
+    Args:
+        translation: a ``d2lmini.decoding.Translation`` with attention
+            (T, S) for one map, or (h, T, S) for h heads (a tensor or
+            an array).
+        head: ``"mean"`` (the mean of the heads, or the only map), an
+            int in [0, h) for one head, or ``"all"`` for the mean and
+            every head in a grid.
+        title: text that starts the title of the (first) panel.
+
+    Returns:
+        The ``Figure``.
+    """
+    attention = translation.attention
+    if attention is None:
+        raise ValueError("this translation has no attention weights (a "
+                         "decoder without attention)")
+    attention = np.asarray(attention, dtype=np.float64)
+    if attention.ndim not in (2, 3):
+        raise ValueError("attention must be (T, S) or (h, T, S), got "
+                         f"shape {tuple(attention.shape)}")
+    h = attention.shape[0] if attention.ndim == 3 else 1
+    maps = attention if attention.ndim == 3 else attention[None]
+    prefix = f"{title}: " if title else ""
+    labels = {"xticklabels": translation.src_tokens,
+              "yticklabels": translation.out_tokens,
+              "xlabel": "Source tokens", "ylabel": "Output tokens",
+              "vmin": 0, "vmax": 1}
+    T, S = maps.shape[1:]
+    # About a quarter inch per token, so that its label fits.
+    width, height = min(max(0.3 * S, 1.8), 4.5), min(max(0.25 * T, 1), 4)
+    if head == "all" and h > 1:
+        grid, n = _head_grid(maps)  # (rows, cols, T, S)
+        rows, cols = grid.shape[:2]
+        labels["figsize"] = (cols * width + 1.4, rows * height + 1.3)
+        names = ["mean of heads"] + [f"head {i + 1}" for i in range(h)]
+        names[0] = prefix + names[0]
+        names += [""] * (rows * cols - n)
+        fig = show_heatmaps(grid, titles=[names[i:i + cols] for i in
+                                          range(0, len(names), cols)],
+                            **labels)
+        for ax in fig.axes[n:rows * cols]:
+            ax.set_visible(False)
+        # show_heatmaps turns long labels upright in its first column
+        # only; the other panels of the bottom row share those labels.
+        if max(map(len, translation.src_tokens), default=0) > 3:
+            for ax in fig.axes[(rows - 1) * cols:rows * cols]:
+                ax.tick_params(axis="x", labelrotation=90)
+        return fig
+    if head in ("mean", "all"):
+        weights = maps.mean(0)  # (T, S)
+        name = f"mean of {h} heads" if h > 1 else "attention weights"
+    elif isinstance(head, int) and not isinstance(head, bool) \
+            and 0 <= head < h:
+        weights, name = maps[head], f"head {head + 1} of {h}"
+    else:
+        raise ValueError(f"head must be 'mean', 'all' or an int in [0, "
+                         f"{h}) for {h} head(s), got {head!r}")
+    return show_heatmaps(weights, titles=[prefix + name],
+                         figsize=(width + 1.6, height + 1.3), **labels)

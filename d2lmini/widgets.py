@@ -17,18 +17,22 @@ T output steps, S source positions, h heads.
 """
 
 import html
-import math
 
 import ipywidgets as widgets
 import torch
 
 from d2lmini.attention import masked_softmax
-from d2lmini.data import preprocess, tokenize
-from d2lmini.plot import figure_to_png, plot_score_scaling, show_heatmaps
-from d2lmini.seq2seq import translate
+from d2lmini.decoding import translate
+from d2lmini.plot import (
+    figure_to_png,
+    plot_score_scaling,
+    show_heatmaps,
+    translation_figure,
+)
+from d2lmini.utils import check_int
 
 __all__ = ["masked_softmax_explorer", "scaling_explorer",
-           "translation_explorer", "translation_figure"]
+           "translation_explorer"]
 
 SLIDER_STYLE = {"description_width": "initial"}
 
@@ -184,85 +188,6 @@ TRANSLATION_HINT = ("Type an English sentence and press Enter (this needs "
                     "tabs hold saved examples).")
 
 
-def _head_grid(attention):
-    """(h, T, S) -> (rows, cols, T, S): the mean, then every head.
-
-    Unused panels at the end of the last row are NaN (drawn blank).
-    """
-    maps = torch.cat([attention.mean(0, keepdim=True), attention])
-    n, T, S = maps.shape  # n = h + 1
-    cols = n if n <= 4 else math.ceil(math.sqrt(n))  # 8 heads: 3 x 3
-    rows = math.ceil(n / cols)
-    blank = maps.new_full((rows * cols - n, T, S), float("nan"))
-    return torch.cat([maps, blank]).reshape(rows, cols, T, S), n
-
-
-def translation_figure(translation, head="mean", title=None):
-    """Heatmap of a translation's attention weights.
-
-    Source tokens label the columns, output tokens the rows; every panel
-    uses the colour scale 0..1, so maps of different heads, models and
-    sentences compare directly.
-
-    Args:
-        translation: a ``d2lmini.seq2seq.Translation`` with attention
-            (T, S) for one map, or (h, T, S) for h heads.
-        head: ``"mean"`` (the mean of the heads, or the only map), an
-            int in [0, h) for one head, or ``"all"`` for the mean and
-            every head in a grid.
-        title: text that starts the title of the (first) panel.
-
-    Returns:
-        The ``Figure``.
-    """
-    attention = translation.attention
-    if attention is None:
-        raise ValueError("this translation has no attention weights (a "
-                         "decoder without attention)")
-    if attention.dim() not in (2, 3):
-        raise ValueError("attention must be (T, S) or (h, T, S), got "
-                         f"shape {tuple(attention.shape)}")
-    h = attention.shape[0] if attention.dim() == 3 else 1
-    maps = attention if attention.dim() == 3 else attention[None]
-    prefix = f"{title}: " if title else ""
-    labels = {"xticklabels": translation.src_tokens,
-              "yticklabels": translation.out_tokens,
-              "xlabel": "Source tokens", "ylabel": "Output tokens",
-              "vmin": 0, "vmax": 1}
-    T, S = maps.shape[1:]
-    # About a quarter inch per token, so that its label fits.
-    width, height = min(max(0.3 * S, 1.8), 4.5), min(max(0.25 * T, 1), 4)
-    if head == "all" and h > 1:
-        grid, n = _head_grid(maps)  # (rows, cols, T, S)
-        rows, cols = grid.shape[:2]
-        labels["figsize"] = (cols * width + 1.4, rows * height + 1.3)
-        names = ["mean of heads"] + [f"head {i + 1}" for i in range(h)]
-        names[0] = prefix + names[0]
-        names += [""] * (grid.shape[0] * grid.shape[1] - n)
-        fig = show_heatmaps(grid, titles=[names[i:i + cols] for i in
-                                          range(0, len(names), cols)],
-                            **labels)
-        for ax in fig.axes[n:rows * cols]:
-            ax.set_visible(False)
-        # show_heatmaps turns long labels upright in its first column
-        # only; the other panels of the bottom row share those labels.
-        if max(map(len, translation.src_tokens), default=0) > 3:
-            for ax in fig.axes[(rows - 1) * cols:rows * cols]:
-                ax.tick_params(axis="x", labelrotation=90)
-        return fig
-    if head in ("mean", "all"):
-        weights = maps.mean(0)  # (T, S)
-        name = f"mean of {h} heads" if h > 1 else "attention weights"
-    elif isinstance(head, int) and not isinstance(head, bool) \
-            and 0 <= head < h:
-        weights, name = maps[head], f"head {head + 1} of {h}"
-    else:
-        raise ValueError(f"head must be 'mean', 'all' or an int in [0, "
-                         f"{h}) for {h} head(s), got {head!r}")
-    return show_heatmaps(weights, titles=[prefix + name],
-                         figsize=(width + 1.6, height + 1.3), **labels)
-
-
 def _translation_image():
     """An image at its own size (not stretched to the page's width), that
     still shrinks on a narrow page."""
@@ -292,16 +217,19 @@ def _num_heads(model):
 
 def _source_note(data, sentence):
     """Unknown and cut-off words of a sentence, as HTML (or "")."""
-    tokens = tokenize(" ".join(preprocess(sentence).split()))
+    tokens, T = data.tokens(sentence), data.num_steps
     notes = []
-    unknown = [t for t in dict.fromkeys(tokens) if t not in data.src_vocab]
+    read = tokens[:T]  # the model reads T steps: tokens, then <eos>
+    unknown = [t for t in dict.fromkeys(read) if t not in data.src_vocab]
     if unknown:
         notes.append("not in the vocabulary, read as &lt;unk&gt;: "
                      + ", ".join(f"<i>{html.escape(t)}</i>"
                                  for t in unknown))
-    if len(tokens) + 1 > data.num_steps:  # + 1 for <eos>
-        notes.append(f"only the first {data.num_steps - 1} of "
-                     f"{len(tokens)} words are read")
+    if len(tokens) > T:
+        notes.append(f"only the first {T} of {len(tokens)} words are "
+                     "read, without &lt;eos&gt;")
+    elif len(tokens) == T:
+        notes.append(f"its {T} words fill every step: &lt;eos&gt; is cut")
     return f"<br><small>{'; '.join(notes)}</small>" if notes else ""
 
 
@@ -346,15 +274,14 @@ def translation_explorer(models, data, examples, max_len=None):
         An ``ipywidgets.Tab``.
     """
     models = _check_models(models)
-    if isinstance(examples, str) or not examples or not all(
-            isinstance(s, str) and s.strip() for s in examples):
-        raise TypeError("examples must be a non-empty list of non-empty "
-                        f"English sentences, e.g. ['go .'], got "
-                        f"{examples!r}")
-    if max_len is not None and (isinstance(max_len, bool) or not
-                                isinstance(max_len, int) or max_len < 1):
-        raise ValueError(f"max_len must be an int >= 1 or None, got "
-                         f"{max_len!r}")
+    if isinstance(examples, str) or not all(
+            isinstance(s, str) for s in examples):
+        raise TypeError("examples must be a list of English sentences, "
+                        f"e.g. ['go .'], got {examples!r}")
+    if not examples or not all(s.strip() for s in examples):
+        raise ValueError("examples must hold at least one sentence, and "
+                         f"no empty one; got {examples!r}")
+    check_int("max_len", max_len, none_ok=True)
     cache = {}  # (model name, sentence) -> Translation
 
     def result(name, sentence):
@@ -403,10 +330,12 @@ def _live_page(models, data, sentence, result):
 
     def set_heads():
         busy.append(True)
-        h = _num_heads(models[model.value])
-        head.options, head.disabled = _head_options(h), h == 1
-        head.value = "mean"
-        busy.pop()
+        try:
+            h = _num_heads(models[model.value])
+            head.options, head.disabled = _head_options(h), h == 1
+            head.value = "mean"
+        finally:
+            busy.pop()
 
     def draw(change=None):
         if busy:

@@ -1,10 +1,14 @@
-"""Fixtures shared by the corpus and data tests."""
+"""Fixtures shared by several test modules."""
 
 import socket
 
 import pytest
 
-from d2lmini import corpus
+from d2lmini import corpus, seq2seq
+from d2lmini.attention import MultiHeadAttention
+from d2lmini.attention_decoder import Seq2SeqAttentionDecoder
+from d2lmini.data import MTFraEng
+from d2lmini.utils import set_seed
 
 
 def _closed_url():
@@ -20,5 +24,28 @@ def offline(monkeypatch, tmp_path):
     """No corpus in the environment, an empty cache, no real URL."""
     monkeypatch.delenv(corpus.ENV_VAR, raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    # Patch corpus: read_pairs reads its constants, not data's copies.
+    # read_pairs reads the constants of corpus at call time.
     monkeypatch.setattr(corpus, "DATA_URL", _closed_url())
+
+
+PAIRS = [("go .", "va !"), ("i lost .", "j'ai perdu ."),
+         ("he's calm .", "il est calme ."),
+         ("i'm home .", "je suis chez moi .")]
+
+
+@pytest.fixture(scope="module")
+def toy():
+    """A toy corpus and two tiny untrained models (additive, 2 heads)."""
+    data = MTFraEng(2, num_steps=6, num_train=8, num_val=0,
+                    pairs=PAIRS * 2, min_freq=1)
+
+    def model(attention):
+        set_seed(0)
+        encoder = seq2seq.Seq2SeqEncoder(len(data.src_vocab), 4, 8, 1)
+        decoder = Seq2SeqAttentionDecoder(
+            len(data.tgt_vocab), 4, 8, 1, attention=attention)
+        return seq2seq.Seq2Seq(encoder, decoder, data.tgt_vocab.pad)
+
+    models = {"additive": model(None),
+              "2-head": model(MultiHeadAttention(8, 2))}
+    return models, data

@@ -32,7 +32,8 @@ def test_function_source_is_a_fenced_python_block():
     body, fence = fenced_body(md)
     assert fence == "```"
     assert body == inspect.getsource(masked_softmax).rstrip("\n")
-    assert body.startswith("def masked_softmax(X, valid_lens=None):")
+    assert body.startswith("def masked_softmax(X, valid_lens=None, *, "
+                           "mask=None):")
 
 
 def test_class_source():

@@ -8,6 +8,7 @@ import pytest
 import torch
 from matplotlib.figure import Figure
 
+from d2lmini.decoding import Translation, translate
 from d2lmini.metrics import LengthBucket
 from d2lmini.plot import (
     STYLE,
@@ -17,6 +18,7 @@ from d2lmini.plot import (
     plot_score_scaling,
     set_style,
     show_heatmaps,
+    translation_figure,
 )
 
 matplotlib.use("Agg")  # d2lmini.plot never imports pyplot; tests stay headless
@@ -319,3 +321,59 @@ def test_new_figures_are_not_kept_by_pyplot():
     plot_loss_curves(_history([1.0, 0.5], []))
     plot_bleu_by_length({"m": _buckets([1.0, 2.0, 3.0])})
     assert plt.get_fignums() == before
+
+
+# translation_figure, with the untrained toy models of conftest.py
+
+def drawn(fig):
+    """The arrays of the visible heatmaps of a figure, in order."""
+    return [torch.as_tensor(ax.images[0].get_array(), dtype=torch.float32)
+            for ax in fig.axes if ax.images and ax.get_visible()]
+
+
+def test_translation_figure_draws_heads_mean_and_grid(toy):
+    models, data = toy
+    t = translate(models["2-head"], data, ["i lost ."], 3)[0]
+    h, T, S = t.attention.shape
+    assert (h, T, S) == (2, len(t.out_tokens), 4)  # "i lost . <eos>"
+    (one,) = drawn(translation_figure(t, head=1))
+    torch.testing.assert_close(one, t.attention[1])
+    fig = translation_figure(t, title="toy")
+    (mean,) = drawn(fig)
+    torch.testing.assert_close(mean, t.attention.mean(0))
+    ax = fig.axes[0]
+    assert ax.get_title() == "toy: mean of 2 heads"
+    assert ax.images[0].get_clim() == (0, 1)
+    assert [x.get_text() for x in ax.get_xticklabels()] == t.src_tokens
+    assert [y.get_text() for y in ax.get_yticklabels()] == t.out_tokens
+    grid = translation_figure(t, head="all")
+    panels = drawn(grid)
+    assert len(panels) == 3  # the mean, head 1, head 2
+    for got, want in zip(panels, [t.attention.mean(0), *t.attention]):
+        torch.testing.assert_close(got, want)
+    assert [ax.get_title() for ax in grid.axes[:3]] == [
+        "mean of heads", "head 1", "head 2"]
+
+
+def test_translation_figure_grid_of_eight_heads_is_three_by_three():
+    t = Translation(["a", "<eos>"], ["b"], ["b", "<eos>"],
+                            torch.softmax(torch.randn(8, 2, 2), -1))
+    fig = translation_figure(t, head="all")
+    assert len(drawn(fig)) == 9 and len(fig.axes) == 10  # + colorbar
+    assert fig.axes[8].get_title() == "head 8"
+    # "<eos>" is long: upright labels under every panel of the bottom row
+    for ax in fig.axes[6:9]:
+        assert {t.get_rotation() for t in ax.get_xticklabels()} == {90}
+
+
+def test_translation_figure_single_map_and_bad_heads(toy):
+    models, data = toy
+    t = translate(models["additive"], data, ["go ."], 2)[0]
+    (only,) = drawn(translation_figure(t, head="all"))
+    torch.testing.assert_close(only, t.attention)
+    for head in (1, -1, "first", True):
+        with pytest.raises(ValueError, match="head must be"):
+            translation_figure(t, head=head)
+    t.attention = None
+    with pytest.raises(ValueError, match="no attention weights"):
+        translation_figure(t)

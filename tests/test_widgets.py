@@ -5,17 +5,15 @@ import matplotlib
 import pytest
 import torch
 
-from d2lmini import seq2seq
-from d2lmini.attention import MultiHeadAttention, masked_softmax, set_seed
-from d2lmini.data import MTFraEng
-from d2lmini.plot import figure_to_png
+from d2lmini.attention import masked_softmax
+from d2lmini.decoding import translate
+from d2lmini.plot import figure_to_png, translation_figure
 from d2lmini.widgets import (
     masked_softmax_explorer,
     masked_softmax_figure,
     sample_scores,
     scaling_explorer,
     translation_explorer,
-    translation_figure,
 )
 
 matplotlib.use("Agg")
@@ -119,30 +117,8 @@ def test_scaling_explorer_rejects_a_size_not_on_the_slider():
         scaling_explorer(dims=(1, 2, 4), d=3)
 
 
-# The translation explorer, with tiny untrained models on a toy corpus.
-
-PAIRS = [("go .", "va !"), ("i lost .", "j'ai perdu ."),
-         ("he's calm .", "il est calme ."),
-         ("i'm home .", "je suis chez moi .")]
-
-
-@pytest.fixture(scope="module")
-def toy():
-    """A toy corpus and two tiny untrained models (additive, 2 heads)."""
-    data = MTFraEng(2, num_steps=6, num_train=8, num_val=0,
-                    pairs=PAIRS * 2, min_freq=1)
-
-    def model(attention):
-        set_seed(0)
-        encoder = seq2seq.Seq2SeqEncoder(len(data.src_vocab), 4, 8, 1)
-        decoder = seq2seq.Seq2SeqAttentionDecoder(
-            len(data.tgt_vocab), 4, 8, 1, attention=attention)
-        return seq2seq.Seq2Seq(encoder, decoder, data.tgt_vocab.pad)
-
-    models = {"additive": model(None),
-              "2-head": model(MultiHeadAttention(8, 2))}
-    return models, data
-
+# The translation explorer, with tiny untrained models on a toy corpus
+# (the ``toy`` fixture of conftest.py).
 
 def find(widget, kind):
     """Every widget of a kind in the tree under ``widget``, in order."""
@@ -152,60 +128,6 @@ def find(widget, kind):
         found += [w] if isinstance(w, kind) else []
         todo.extend(getattr(w, "children", ()))
     return found
-
-
-def drawn(fig):
-    """The arrays of the visible heatmaps of a figure, in order."""
-    return [torch.as_tensor(ax.images[0].get_array(), dtype=torch.float32)
-            for ax in fig.axes if ax.images and ax.get_visible()]
-
-
-def test_translation_figure_draws_heads_mean_and_grid(toy):
-    models, data = toy
-    t = seq2seq.translate(models["2-head"], data, ["i lost ."], 3)[0]
-    h, T, S = t.attention.shape
-    assert (h, T, S) == (2, len(t.out_tokens), 4)  # "i lost . <eos>"
-    (one,) = drawn(translation_figure(t, head=1))
-    torch.testing.assert_close(one, t.attention[1])
-    fig = translation_figure(t, title="toy")
-    (mean,) = drawn(fig)
-    torch.testing.assert_close(mean, t.attention.mean(0))
-    ax = fig.axes[0]
-    assert ax.get_title() == "toy: mean of 2 heads"
-    assert ax.images[0].get_clim() == (0, 1)
-    assert [x.get_text() for x in ax.get_xticklabels()] == t.src_tokens
-    assert [y.get_text() for y in ax.get_yticklabels()] == t.out_tokens
-    grid = translation_figure(t, head="all")
-    panels = drawn(grid)
-    assert len(panels) == 3  # the mean, head 1, head 2
-    for got, want in zip(panels, [t.attention.mean(0), *t.attention]):
-        torch.testing.assert_close(got, want)
-    assert [ax.get_title() for ax in grid.axes[:3]] == [
-        "mean of heads", "head 1", "head 2"]
-
-
-def test_translation_figure_grid_of_eight_heads_is_three_by_three():
-    t = seq2seq.Translation(["a", "<eos>"], ["b"], ["b", "<eos>"],
-                            torch.softmax(torch.randn(8, 2, 2), -1))
-    fig = translation_figure(t, head="all")
-    assert len(drawn(fig)) == 9 and len(fig.axes) == 10  # + colorbar
-    assert fig.axes[8].get_title() == "head 8"
-    # "<eos>" is long: upright labels under every panel of the bottom row
-    for ax in fig.axes[6:9]:
-        assert {t.get_rotation() for t in ax.get_xticklabels()} == {90}
-
-
-def test_translation_figure_single_map_and_bad_heads(toy):
-    models, data = toy
-    t = seq2seq.translate(models["additive"], data, ["go ."], 2)[0]
-    (only,) = drawn(translation_figure(t, head="all"))
-    torch.testing.assert_close(only, t.attention)
-    for head in (1, -1, "first", True):
-        with pytest.raises(ValueError, match="head must be"):
-            translation_figure(t, head=head)
-    t.attention = None
-    with pytest.raises(ValueError, match="no attention weights"):
-        translation_figure(t)
 
 
 def test_translation_explorer_pages_hold_every_model(toy):
@@ -221,7 +143,7 @@ def test_translation_explorer_pages_hold_every_model(toy):
     assert all(bytes(i.value).startswith(PNG_MAGIC) for i in images)
     text = " ".join(h.value for h in find(first, widgets.HTML))
     for name, model in models.items():
-        t = seq2seq.translate(model, data, ["go ."], 3)[0]
+        t = translate(model, data, ["go ."], 3)[0]
         assert f"<b>{name}</b>: {t.text}" in text.replace("&lt;", "<")\
             .replace("&gt;", ">").replace("&#x27;", "'")
     assert "in the corpus (train); reference: va !" in text
@@ -246,7 +168,7 @@ def test_translation_explorer_live_page_redraws(toy):
     head.value = 1
     assert bytes(image.value) != mean
     text.value = "he's calm ."
-    t = seq2seq.translate(models["2-head"], data, ["he's calm ."], 3)[0]
+    t = translate(models["2-head"], data, ["he's calm ."], 3)[0]
     assert bytes(image.value) == figure_to_png(translation_figure(t, 1))
     model.value = "additive"
     assert head.disabled and head.value == "mean"
@@ -266,16 +188,25 @@ def test_translation_explorer_explains_empty_unknown_and_long_input(toy):
     assert "read as &lt;unk&gt;: <i>zorg</i>" in message.value
     assert bytes(image.value).startswith(PNG_MAGIC)
     assert image.layout.display is None
+    # num_steps is 6: the model reads 6 steps, <eos> included
     text.value = "go go go go go go go ."
-    assert "only the first 5 of 8 words are read" in message.value
+    assert "only the first 6 of 8 words are read, without &lt;eos&gt;" \
+        in message.value
+    assert "<eos>" not in [t for t, _, _ in data.describe(text.value)]
+    text.value = "go go go go go ."
+    assert "its 6 words fill every step: &lt;eos&gt; is cut" \
+        in message.value
+    text.value = "go go go go ."
+    assert "words" not in message.value
 
 
 @pytest.mark.parametrize("args, error, words", [
     (({}, ["go ."]), TypeError, "non-empty dict"),
     (({"m": torch.nn.Linear(1, 1)}, ["go ."]), TypeError, "no attention"),
-    ((None, "go ."), TypeError, "non-empty list"),
-    ((None, []), TypeError, "non-empty list"),
-    ((None, ["go .", " "]), TypeError, "non-empty English"),
+    ((None, "go ."), TypeError, "list of English sentences"),
+    ((None, ["go .", 3]), TypeError, "list of English sentences"),
+    ((None, []), ValueError, "at least one sentence"),
+    ((None, ["go .", " "]), ValueError, "no empty one"),
 ])
 def test_translation_explorer_rejects_bad_arguments(toy, args, error,
                                                     words):
