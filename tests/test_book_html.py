@@ -43,12 +43,6 @@ CHROMIUM_FLAGS = [
     "--no-first-run", "--disable-background-networking",
     "--disable-component-update", "--disable-sync",
 ]
-# Page errors that every page has and that break nothing (see
-# notes/jupyter-book-1-toolchain.md, P9): sphinx-thebe declares its config
-# twice, and the widget manager calls the MathJax 2 API (MathJax.Hub).
-HARMLESS_PAGE_ERRORS = re.compile(
-    r"Identifier 'THEBE_JS_URL' has already been declared"
-    r"|Cannot read properties of undefined \(reading 'Queue'\)")
 WIDGET_WAIT_MS = 15_000
 # Counts of what the browser checks found, page by page, for the summary.
 CHECKED = {}
@@ -270,6 +264,9 @@ def test_page_in_browser(doc, server, browser):
     page.on("requestfailed", lambda r: failed.append(
         f"{r.url} ({r.failure})"))
     page.on("pageerror", lambda e: page_errors.append(str(e)))
+    console_errors = []
+    page.on("console", lambda m: console_errors.append(m.text)
+            if m.type == "error" else None)
     try:
         page.goto(url, wait_until="networkidle")
         math = page.evaluate(MATH_JS)
@@ -300,10 +297,13 @@ def test_page_in_browser(doc, server, browser):
         problems.append(f"failed requests: {failed}")
     if bad_status:
         problems.append(f"error responses: {bad_status}")
-    unexpected = [e for e in page_errors
-                  if not HARMLESS_PAGE_ERRORS.search(e)]
-    if unexpected:
-        problems.append(f"page errors: {unexpected}")
+    # Any script error or console error fails the page: a reader's
+    # console must stay clean (sphinx-thebe's doubled script and the
+    # widget manager's MathJax 2 call once threw on every page).
+    if page_errors:
+        problems.append(f"script errors: {page_errors}")
+    if console_errors:
+        problems.append(f"console errors: {console_errors}")
     if "error" in math:
         problems.append(math["error"])
     elif math["math"]:
@@ -335,3 +335,42 @@ def test_browser_summary(site, capsys):
         print(f"\nbrowser check: {len(CHECKED)} pages, "
               f"{totals['formulas']} formulas, {totals['images']} images, "
               f"{totals['widgets']} widgets; screenshots in {SHOTS}")
+
+
+def test_pages_carry_no_thebe_script(site):
+    """_ext/offline_site.py leaves sphinx-thebe's scripts out."""
+    for doc in PAGES:
+        html = page_html(doc)
+        assert "THEBE_JS_URL" not in html and "sphinx-thebe.js" not in html, (
+            f"{doc} still loads sphinx-thebe's scripts")
+
+
+TYPESET_JS = r"""async () => {
+  // What the widget manager does for a label with LaTeX (MathJax 2 API).
+  const el = document.createElement('div');
+  el.textContent = '\\(a^2 + b^2\\)';
+  document.body.appendChild(el);
+  await MathJax.startup.promise;  // the page's own formulas come first
+  MathJax.Hub.Queue(['Typeset', MathJax.Hub, el]);
+  for (let i = 0; i < 300 && !el.querySelector('mjx-container'); i++)
+    await new Promise((r) => setTimeout(r, 50));
+  return {typeset: Boolean(el.querySelector('mjx-container')),
+          version: MathJax.version};
+}"""
+
+
+def test_widget_labels_are_typeset_by_mathjax_3(server, browser):
+    """The MathJax 2 call of the widget manager reaches MathJax 3."""
+    doc = next(d for d in PAGES if VIEW_MIME in page_html(d))
+    url = f"http://127.0.0.1:{server.server_address[1]}/{doc}.html"
+    context = browser.new_context()
+    page = context.new_page()
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    try:
+        page.goto(url, wait_until="networkidle")
+        result = page.evaluate(TYPESET_JS)
+    finally:
+        context.close()
+    assert result == {"typeset": True, "version": result["version"]}
+    assert result["version"].startswith("3.") and not errors, errors
