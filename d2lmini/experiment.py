@@ -13,7 +13,7 @@ every re-execution, however busy the machine is (a time limit stops
 after a number of steps that changes with the load: in the tuning runs
 one recipe took from 135 to over 200 ms a step on a shared machine).
 ``CHAPTER_RECIPE.max_steps`` was calibrated to about 150 s of training
-on 2 CPU cores.  This module sits on top of ``data``, ``seq2seq``,
+on a busy 2-core machine.  This module sits on top of ``data``, ``seq2seq``,
 ``decoding``, ``trainer`` and ``metrics``; of the package only
 ``cache`` imports it.
 
@@ -160,16 +160,18 @@ BOOK_RECIPE = Recipe(
 # held-out test sources come from the same length range.  A small
 # vocabulary (min_freq 10), one GRU layer, 128-wide embeddings, no
 # dropout (training stops near one epoch) and a high learning rate buy
-# the most progress per CPU second.  1000 steps take 135-145 s of
-# training on 2 CPU cores (about the same for each attention kind).
+# the most progress per CPU second.  1000 steps took 52 to 156 s of
+# training on a shared 2-core machine (benchmarks/robustness.py).
 # The learning rate warms up over 100 steps and decays along a cosine:
-# at a constant 0.006 the 8-head decoder's W_q and W_k grow at a steady
+# at a constant 0.006 the 8-head decoder's W_q and W_k grew at a steady
 # rate (Adam moves each weight by about lr a step, whatever the
-# gradient), its attention entropy falls to near 0 nats, the gradient
-# norm then jumps from about 0.5 to over 100 and the loss diverges (one
-# seed of three on sentences of up to 10 and 12 tokens); the schedule
-# keeps ||W_q|| and ||W_k|| flat after about step 400 (see
-# benchmarks/robustness.py).
+# gradient), its attention entropy fell to near 0 nats, the gradient
+# norm then jumped from about 0.5 to over 100 and the loss diverged (one
+# seed of three on sentences of up to 10 and 12 tokens).  With the
+# schedule ||W_q|| and ||W_k|| stopped growing after about step 400 and
+# that run trained normally; `python benchmarks/robustness.py
+# --kinds multihead --seeds 2 --ranges 10,12 --constant-lr` shows the
+# failure.
 CHAPTER_RECIPE = Recipe(
     batch_size=128, num_steps=11, max_src_len=8, max_tgt_len=10,
     min_freq=10, embed_size=128, num_hiddens=256, num_layers=1,
