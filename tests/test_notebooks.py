@@ -10,6 +10,7 @@ a hash of the code records which code produced the outputs.
 """
 
 import importlib.util
+import re
 import sys
 from pathlib import Path
 
@@ -108,6 +109,60 @@ def test_notebook_has_cells_that_nbval_compares(name):
         f"{name}: no cell with outputs is tagged nbval-check-output, so "
         "`make nbval` cannot notice stale outputs; tag the deterministic, "
         "teaching-critical cells")
+
+
+# Numbers in prose.  Rule: in a notebook that trains (a code cell calls
+# train_or_load), every markdown cell after the first training cell may
+# hold a decimal number (27.5, 0.658) or a percentage (7 %) only inside a
+# glue role ({glue:text}`bleu:.1f`) or a code span; math counts as prose.
+# Such numbers are results of training and evaluation, which the text must
+# not leave behind when the notebook is re-executed.
+GLUE_ROLE = re.compile(r"\{glue(?::\w+)?\}`([^`]+)`")
+CODE_SPAN = re.compile(r"`[^`]*`")
+RESULT_NUMBER = re.compile(r"(?<![\w.])\d+\.\d+|\b\d+ ?%")
+
+
+def _glued_names(nb):
+    """The names a notebook's outputs glue (myst-nb's scrapbook records)."""
+    return {out.metadata["scrapbook"]["name"]
+            for cell in nb.cells for out in cell.get("outputs", [])
+            if "scrapbook" in out.get("metadata", {})}
+
+
+def _unglued_numbers(text):
+    return RESULT_NUMBER.findall(CODE_SPAN.sub("", GLUE_ROLE.sub("", text)))
+
+
+def test_the_number_rule_sees_what_it_should():
+    assert _unglued_numbers("BLEU is 27.5, 7 % shorter, 0.65 bits") == [
+        "27.5", "7 %", "0.65"]
+    assert _unglued_numbers("BLEU {glue:text}`bleu:.1f` and `x = 0.5`, "
+                            "1,000 sentences, step 945") == []
+    assert _unglued_numbers("the interval $[+4.3, +7.5]$") == ["4.3", "7.5"]
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_result_numbers_in_prose_are_glued(name):
+    nb = nbformat.read(ROOT / name, as_version=4)
+    trains = [i for i, cell in enumerate(nb.cells)
+              if cell.cell_type == "code" and "train_or_load(" in cell.source]
+    glued = _glued_names(nb)
+    used = {m.split(":")[0] for cell in nb.cells
+            if cell.cell_type == "markdown"
+            for m in GLUE_ROLE.findall(cell.source)}
+    missing = sorted(used - glued)
+    assert not missing, (
+        f"{name}: the prose pastes {missing}, which no output glues; glue "
+        f"them (myst_nb.glue) and {FIX}")
+    if not trains:
+        return
+    loose = {i: found for i, cell in enumerate(nb.cells)
+             if i > trains[0] and cell.cell_type == "markdown"
+             and (found := _unglued_numbers(cell.source))}
+    assert not loose, (
+        f"{name}: markdown cells quote results not glued from outputs "
+        f"(cell: numbers) {loose}; glue them with myst_nb.glue and paste "
+        "them with {glue:text}`name:format`")
 
 
 def test_code_hash_follows_code_not_prose():
