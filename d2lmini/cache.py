@@ -36,10 +36,6 @@ __all__ = ["Run", "checkpoint_path", "code_fingerprint", "data_fingerprint",
 _DISPLAY_MODULES = {"__init__.py", "notebook.py", "plot.py", "widgets.py"}
 
 
-def _sha256(text):
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
 _SAFE_LEAVES = (bool, int, float, complex, str, bytes, type(None),
                 torch.Tensor, torch.dtype, torch.device, torch.Size)
 
@@ -125,9 +121,10 @@ def code_fingerprint():
 def data_fingerprint(data):
     """sha256 of what a model learns from and is scored on: both
     vocabularies and the train, val and test pairs."""
-    return _sha256(json.dumps([
+    text = json.dumps([
         data.src_vocab.idx_to_token, data.tgt_vocab.idx_to_token,
-        data.train_pairs, data.val_pairs, data.test_pairs]))
+        data.train_pairs, data.val_pairs, data.test_pairs])
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def fingerprint(recipe, data):
