@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 NOTEBOOKS = $(shell $(BIN)/python scripts/toc_notebooks.py)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all book test unit lint notebooks nbval execute browser lab \
+.PHONY: all book test unit lint notebooks nbval execute browser lab models \
         benchmark benchmark-seq2seq benchmark-quality benchmark-robustness \
         benchmark-packed-gru vendor chromium clean distclean
 
@@ -29,8 +29,8 @@ $(STAMP): requirements.txt pyproject.toml
 
 venv: $(STAMP)
 
-# MathJax, require.js and the widget manager, served from the site itself
-# (`npm pack` of three tarballs into the git-ignored assets/vendor/).
+# MathJax, served from the site itself (`npm pack` of its tarball into
+# the git-ignored assets/vendor/).
 assets/vendor/.complete: scripts/vendor_js.sh
 	@command -v npm >/dev/null || \
 	    ($(SUDO) apt-get update -qq && \
@@ -40,9 +40,15 @@ assets/vendor/.complete: scripts/vendor_js.sh
 
 vendor: assets/vendor/.complete
 
+# The trained models that the website's translators run in the page,
+# exported from the checkpoint cache into the git-ignored assets/models/
+# (trained first if the cache lacks them; needs the corpus).
+models: $(STAMP)
+	$(BIN)/python scripts/export_models.py
+
 # A clean build every time: Sphinx re-reads only changed files, so an
 # incremental build would not repeat the warnings of unchanged ones.
-book: $(STAMP) assets/vendor/.complete
+book: $(STAMP) assets/vendor/.complete models
 	rm -rf _build/html _build/.doctrees
 	$(BIN)/jupyter-book build -W -n --keep-going .
 	@echo
@@ -89,7 +95,7 @@ chromium:
 # (needs `make book` first); screenshots go to _build/screenshots/.
 browser: $(STAMP) chromium
 	$(BIN)/python -m pytest -q -p no:cacheprovider -o addopts="" -m book \
-	    tests/test_book_html.py
+	    tests/test_book_html.py tests/test_site_live.py
 
 test: lint unit nbval book browser
 	@echo "All checks passed."

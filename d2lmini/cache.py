@@ -33,7 +33,8 @@ __all__ = ["Run", "checkpoint_path", "code_fingerprint", "data_fingerprint",
            "train_or_load"]
 
 # Modules whose code cannot change a trained model or its scores.
-_DISPLAY_MODULES = {"__init__.py", "notebook.py", "plot.py", "widgets.py"}
+_DISPLAY_MODULES = {"__init__.py", "live.py", "notebook.py", "plot.py",
+                    "widgets.py"}
 
 
 _SAFE_LEAVES = (bool, int, float, complex, str, bytes, type(None),
@@ -109,8 +110,8 @@ def load_checkpoint(model, path):
 
 def code_fingerprint():
     """sha256 of the source of every ``d2lmini`` module that trains or
-    evaluates (all but the display modules ``notebook``, ``plot`` and
-    ``widgets``)."""
+    evaluates (all but the display modules ``live``, ``notebook``,
+    ``plot`` and ``widgets``)."""
     digest = hashlib.sha256()
     for path in sorted(Path(__file__).parent.glob("*.py")):
         if path.name not in _DISPLAY_MODULES:

@@ -10,12 +10,13 @@ environment, with the notebook's folder as working directory. The result is
 written back so that a re-run changes as little as possible:
 
 - no per-cell ``metadata.execution`` timestamps;
-- the widget state is saved in the notebook metadata, so the static website
-  can show the widgets without a kernel;
+- no widget state is saved: widgets are live only with a kernel, and the
+  website shows each widget output's text/html alternative instead
+  (``d2lmini.live``); outputs that are nothing but a widget (progress
+  bars) are dropped, since they have nothing to show without a kernel;
 - cell ids are kept as they are, and the random widget model ids are
-  replaced by ids derived from the notebook's name and the order in which
-  the widgets were made, so an unchanged notebook re-executes to the same
-  file;
+  replaced by ids derived from the notebook's name and the order of the
+  outputs, so an unchanged notebook re-executes to the same file;
 - ``metadata.d2lmini.executed_source_sha256`` records the code that produced
   the outputs (``tests/test_notebooks.py`` fails when the code changed
   after the last run).
@@ -42,7 +43,7 @@ from toc_notebooks import toc_notebooks  # noqa: E402
 CELL_TIMEOUT = 600  # seconds; the training cells take minutes on a CPU
 KERNEL = "python3"  # installed into .venv by `make venv`
 METADATA_KEY = "d2lmini"
-WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 
 def code_sha256(nb):
@@ -59,20 +60,34 @@ def code_sha256(nb):
     return digest.hexdigest()
 
 
-def stable_widget_ids(nb, name):
-    """Return ``nb`` with its widget model ids made reproducible.
+def is_widget_only(output):
+    """Whether an output is a widget view with no alternative to show
+    without a kernel (a progress bar: its text is only a repr)."""
+    data = output.get("data", {})
+    return WIDGET_VIEW in data and not set(data) - {WIDGET_VIEW,
+                                                    "text/plain"}
 
-    The kernel gives every widget a random id. The i-th widget made (the
-    order of the saved state) gets the id ``sha256(f"{name}:{i}")[:32]``
-    instead, everywhere it occurs: in the saved state, in the references
-    between widgets and in the outputs that display them.
+
+def stable_widget_ids(nb, name):
+    """Return ``nb`` without widget-only outputs and with reproducible
+    widget model ids.
+
+    The kernel gives every widget a random id. The view of the i-th
+    widget output gets the id ``sha256(f"{name}:{i}")[:32]`` instead.
     """
-    state = nb.metadata.get("widgets", {}).get(WIDGET_STATE, {})
-    text = nbformat.writes(nb)
-    for i, old in enumerate(state.get("state", {})):
-        new = hashlib.sha256(f"{name}:{i}".encode()).hexdigest()[:32]
-        text = text.replace(old, new)
-    return nbformat.reads(text, as_version=4)
+    nb.metadata.pop("widgets", None)
+    i = 0
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        cell.outputs = [o for o in cell.outputs if not is_widget_only(o)]
+        for output in cell.outputs:
+            view = output.get("data", {}).get(WIDGET_VIEW)
+            if view:
+                view["model_id"] = hashlib.sha256(
+                    f"{name}:{i}".encode()).hexdigest()[:32]
+                i += 1
+    return nb
 
 
 def execute(path, timeout=CELL_TIMEOUT, kernel_name=KERNEL):
@@ -97,7 +112,7 @@ def execute(path, timeout=CELL_TIMEOUT, kernel_name=KERNEL):
         timeout=timeout,
         kernel_name=kernel_name,
         record_timing=False,
-        store_widget_state=True,
+        store_widget_state=False,
         resources={"metadata": {"path": str(path.parent)}},
     )
     start = time.perf_counter()

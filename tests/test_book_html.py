@@ -9,16 +9,17 @@ site served by ``http.server`` on 127.0.0.1. For every page listed in
 - no request goes to another host, and none fails or gets a 4xx/5xx;
 - MathJax 3 typesets every formula, without errors and no raw TeX left;
 - every image loads;
-- every widget view with saved state renders;
-- no page error other than two known harmless ones occurs.
+- every live explorer (``d2lmini.live``) starts, and no page shows a
+  Jupyter widget (they need a kernel);
+- no script error and no console error occurs.
+
+tests/test_site_live.py drives the explorers and translators.
 
 A full-page screenshot of each page goes to ``_build/screenshots/``.
 """
 
 import functools
 import importlib.util
-import json
-import re
 import shutil
 import threading
 from html.parser import HTMLParser
@@ -28,7 +29,6 @@ from urllib.parse import urlsplit
 
 import pytest
 import yaml
-from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 from playwright.sync_api import sync_playwright
 
 pytestmark = pytest.mark.book
@@ -37,13 +37,11 @@ ROOT = Path(__file__).resolve().parent.parent
 HTML = ROOT / "_build" / "html"
 SHOTS = ROOT / "_build" / "screenshots"
 VIEW_MIME = "application/vnd.jupyter.widget-view+json"
-STATE_MIME = "application/vnd.jupyter.widget-state+json"
 CHROMIUM_FLAGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
     "--no-first-run", "--disable-background-networking",
     "--disable-component-update", "--disable-sync",
 ]
-WIDGET_WAIT_MS = 15_000
 # Counts of what the browser checks found, page by page, for the summary.
 CHECKED = {}
 
@@ -180,23 +178,14 @@ def test_pages_load_nothing_from_other_hosts(site):
         "(scripts/vendor_js.sh) and point _config.yml at the copies")
 
 
-def test_every_widget_view_has_saved_state(site):
-    state_re = re.compile(
-        rf'<script type="{re.escape(STATE_MIME)}">(.*?)</script>', re.S)
-    view_re = re.compile(
-        rf'<script type="{re.escape(VIEW_MIME)}">(.*?)</script>', re.S)
+def test_pages_show_no_jupyter_widgets(site):
+    """Widgets need a kernel: the pages show each widget output's
+    text/html alternative, and load no widget manager."""
     for doc in PAGES:
         html = page_html(doc)
-        views = [json.loads(v)["model_id"] for v in view_re.findall(html)]
-        if not views:
-            continue
-        states = state_re.findall(html)
-        assert states, (
-            f"{doc}: {len(views)} widget view(s) but no widget state; "
-            "re-run the notebook with scripts/execute_notebooks.py")
-        models = json.loads(states[0])["state"]
-        lost = [v for v in views if v not in models]
-        assert not lost, f"{doc}: widget views without saved state: {lost}"
+        assert VIEW_MIME not in html, f"{doc} shows a Jupyter widget"
+        assert "embed-amd.js" not in html and "require.js" not in html, (
+            f"{doc} loads the widget manager")
 
 
 MATH_JS = """async () => {
@@ -232,17 +221,10 @@ IMAGES_JS = """async () => {
                            ok: i.complete && i.naturalWidth > 0}));
 }"""
 
-# A view is rendered when the widget manager put a non-empty widget element
-# into the .widget-subarea it inserts right before the view's script tag.
-WIDGETS_JS = f"""() => [
-  ...document.querySelectorAll('script[type="{VIEW_MIME}"]')
-].map((s) => {{
-  const area = s.previousElementSibling;
-  const w = area && area.classList.contains('widget-subarea')
-    && area.querySelector('.jupyter-widgets, [class*="widget-"]');
-  return {{model: JSON.parse(s.textContent).model_id,
-           ok: Boolean(w && w.getBoundingClientRect().height > 0)}};
-}})"""
+# Every live explorer started: live.js marked it and drew into it.
+LIVE_JS = """() => [...document.querySelectorAll('[data-d2l-live]')].map(
+  (e) => ({kind: e.dataset.d2lLive, ok: e.dataset.d2lMounted === '1'
+           && e.getBoundingClientRect().height > 0}))"""
 
 
 @pytest.mark.parametrize("doc", PAGES)
@@ -270,16 +252,7 @@ def test_page_in_browser(doc, server, browser):
     try:
         page.goto(url, wait_until="networkidle")
         math = page.evaluate(MATH_JS)
-        views = page.evaluate(WIDGETS_JS)
-        if views:
-            try:
-                page.wait_for_function(
-                    f"() => ({WIDGETS_JS})().every((v) => v.ok)",
-                    timeout=WIDGET_WAIT_MS)
-            except PlaywrightTimeoutError:  # reported below
-                pass
-            views = page.evaluate(WIDGETS_JS)
-        # After the widgets: their outputs may hold images too.
+        live = page.evaluate(LIVE_JS)
         images = page.evaluate(IMAGES_JS)
         page.wait_for_load_state("networkidle")
         SHOTS.mkdir(parents=True, exist_ok=True)
@@ -299,7 +272,7 @@ def test_page_in_browser(doc, server, browser):
         problems.append(f"error responses: {bad_status}")
     # Any script error or console error fails the page: a reader's
     # console must stay clean (sphinx-thebe's doubled script and the
-    # widget manager's MathJax 2 call once threw on every page).
+    # old widget manager's MathJax 2 call once threw on every page).
     if page_errors:
         problems.append(f"script errors: {page_errors}")
     if console_errors:
@@ -316,13 +289,12 @@ def test_page_in_browser(doc, server, browser):
     broken = [i["src"] for i in images if not i["ok"]]
     if broken:
         problems.append(f"images that did not load: {broken}")
-    blank = [v["model"] for v in views if not v["ok"]]
-    if blank:
-        problems.append(f"widget views not rendered within "
-                        f"{WIDGET_WAIT_MS // 1000} s: {blank}")
+    dead = [v["kind"] for v in live if not v["ok"]]
+    if dead:
+        problems.append(f"live explorers that did not start: {dead}")
     assert not problems, f"{doc}:\n" + "\n".join(problems)
     CHECKED[doc] = {"formulas": math["containers"], "images": len(images),
-                    "widgets": len(views)}
+                    "explorers": len(live)}
 
 
 def test_browser_summary(site, capsys):
@@ -330,11 +302,12 @@ def test_browser_summary(site, capsys):
     unchecked = [doc for doc in PAGES if doc not in CHECKED]
     assert not unchecked, f"pages that failed the browser check: {unchecked}"
     totals = {key: sum(c[key] for c in CHECKED.values())
-              for key in ("formulas", "images", "widgets")}
+              for key in ("formulas", "images", "explorers")}
     with capsys.disabled():
         print(f"\nbrowser check: {len(CHECKED)} pages, "
               f"{totals['formulas']} formulas, {totals['images']} images, "
-              f"{totals['widgets']} widgets; screenshots in {SHOTS}")
+              f"{totals['explorers']} live explorers; screenshots in "
+              f"{SHOTS}")
 
 
 def test_pages_carry_no_thebe_script(site):
@@ -343,34 +316,3 @@ def test_pages_carry_no_thebe_script(site):
         html = page_html(doc)
         assert "THEBE_JS_URL" not in html and "sphinx-thebe.js" not in html, (
             f"{doc} still loads sphinx-thebe's scripts")
-
-
-TYPESET_JS = r"""async () => {
-  // What the widget manager does for a label with LaTeX (MathJax 2 API).
-  const el = document.createElement('div');
-  el.textContent = '\\(a^2 + b^2\\)';
-  document.body.appendChild(el);
-  await MathJax.startup.promise;  // the page's own formulas come first
-  MathJax.Hub.Queue(['Typeset', MathJax.Hub, el]);
-  for (let i = 0; i < 300 && !el.querySelector('mjx-container'); i++)
-    await new Promise((r) => setTimeout(r, 50));
-  return {typeset: Boolean(el.querySelector('mjx-container')),
-          version: MathJax.version};
-}"""
-
-
-def test_widget_labels_are_typeset_by_mathjax_3(server, browser):
-    """The MathJax 2 call of the widget manager reaches MathJax 3."""
-    doc = next(d for d in PAGES if VIEW_MIME in page_html(d))
-    url = f"http://127.0.0.1:{server.server_address[1]}/{doc}.html"
-    context = browser.new_context()
-    page = context.new_page()
-    errors = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    try:
-        page.goto(url, wait_until="networkidle")
-        result = page.evaluate(TYPESET_JS)
-    finally:
-        context.close()
-    assert result == {"typeset": True, "version": result["version"]}
-    assert result["version"].startswith("3.") and not errors, errors

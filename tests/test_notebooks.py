@@ -20,7 +20,6 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 FIX = "run `make execute` (scripts/execute_notebooks.py) and commit"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
-WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 
 
 def _load(name):
@@ -87,16 +86,20 @@ def test_notebook_has_fresh_outputs(name):
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
-def test_notebook_saves_state_of_every_widget(name):
+def test_every_widget_output_has_a_page_alternative(name):
+    """The website shows no widget (no kernel, no widget manager): each
+    widget output must carry text/html for the page, and the notebook no
+    widget state."""
     nb = nbformat.read(ROOT / name, as_version=4)
-    views = [out.data[WIDGET_VIEW]["model_id"]
-             for cell in nb.cells for out in cell.get("outputs", [])
-             if WIDGET_VIEW in out.get("data", {})]
-    state = nb.metadata.get("widgets", {}).get(WIDGET_STATE, {})
-    lost = [v for v in views if v not in state.get("state", {})]
-    assert not lost, (
-        f"{name}: widgets {lost} have no saved state, so the website shows "
-        f"a blank space; {FIX}")
+    bare = [i for i, cell in enumerate(nb.cells)
+            for out in cell.get("outputs", [])
+            if WIDGET_VIEW in out.get("data", {})
+            and "text/html" not in out.data]
+    assert not bare, (
+        f"{name}: cells {bare} show a widget with nothing for the website "
+        "(wrap it with d2lmini.live.with_site_view); " + FIX)
+    assert "widgets" not in nb.metadata, (
+        f"{name}: saved widget state would load the widget manager; {FIX}")
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
@@ -181,12 +184,16 @@ def test_code_hash_follows_code_not_prose():
     assert execute_notebooks.code_sha256(nb) != before
 
 
-def test_execute_writes_stable_outputs_and_widget_state(tmp_path):
+def test_execute_writes_stable_outputs_without_widget_state(tmp_path):
     nb = nbformat.v4.new_notebook(cells=[
         nbformat.v4.new_code_cell("import os\nprint(os.getcwd())"),
         nbformat.v4.new_code_cell("   "),
         nbformat.v4.new_code_cell(
             "import ipywidgets\nipywidgets.IntSlider(value=3)"),
+        nbformat.v4.new_code_cell(
+            "from d2lmini.live import with_site_view\n"
+            "from d2lmini.live import masked_softmax_explorer as m\n"
+            "with_site_view(ipywidgets.IntSlider(), m())"),
     ])
     first_id = nb.cells[0].id
     path = tmp_path / "demo.ipynb"
@@ -198,11 +205,13 @@ def test_execute_writes_stable_outputs_and_widget_state(tmp_path):
     out = nbformat.read(path, as_version=4)
     assert out.cells[0].id == first_id
     assert out.cells[0].outputs[0].text.strip() == str(tmp_path)
-    assert [c.execution_count for c in executed_cells(out)] == [1, 2]
+    assert [c.execution_count for c in executed_cells(out)] == [1, 2, 3]
     assert all("execution" not in c.metadata for c in out.cells)
-    view = out.cells[2].outputs[0].data[WIDGET_VIEW]["model_id"]
-    state = out.metadata.widgets[WIDGET_STATE]["state"]
-    assert state[view]["state"]["value"] == 3
+    assert "widgets" not in out.metadata
+    assert out.cells[2].outputs == []  # a bare widget: dropped
+    data = out.cells[3].outputs[0].data
+    assert WIDGET_VIEW in data and 'data-d2l-live="masked-softmax"' in \
+        data["text/html"]
     recorded = out.metadata[execute_notebooks.METADATA_KEY]
     assert recorded["executed_source_sha256"] == (
         execute_notebooks.code_sha256(out))

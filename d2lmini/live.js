@@ -1,0 +1,751 @@
+/* d2lmini live explorers: the chapter's interactive figures, computed in
+ * the page with no kernel and no server (d2lmini/live.py puts this file
+ * into each explorer's HTML output).
+ *
+ * - masked softmax: sliders for the valid length and a temperature over
+ *   the weights heatmap;
+ * - scaling: a slider for the size d of queries and keys over histograms
+ *   of the scores and of each query's largest softmax weight;
+ * - translator: a trained d2lmini Seq2Seq (GRU encoder, GRU decoder with
+ *   additive or multi-head attention) run in the page from the weights
+ *   that scripts/export_models.py exported, greedy decoding included.
+ *
+ * Every chart is an SVG with role="img", an aria-label that sums it up, a
+ * <title> per cell and a table of the numbers it draws (in a <details>);
+ * colours come from viridis, whose lightness rises steadily (readable in
+ * greyscale and with colour-blindness).  Runs in a browser and in Node
+ * (the model functions only).
+ */
+(function (root) {
+  "use strict";
+  if (root.d2lLive) return;  // one copy per page, however many explorers
+
+  const SVG_NS = "http://www.w3.org/2000/svg";
+
+  // ---- colours -------------------------------------------------------
+  // matplotlib's viridis at 0, 0.1, ..., 1.
+  const VIRIDIS = [
+    [68, 1, 84], [72, 36, 117], [65, 68, 135], [53, 95, 141],
+    [42, 120, 142], [33, 145, 140], [34, 168, 132], [68, 191, 112],
+    [122, 209, 81], [189, 223, 38], [253, 231, 37]];
+
+  function viridis(t) {
+    const x = Math.min(Math.max(t, 0), 1) * (VIRIDIS.length - 1);
+    const i = Math.min(Math.floor(x), VIRIDIS.length - 2);
+    const f = x - i;
+    const c = VIRIDIS[i].map((a, k) => Math.round(a + f * (VIRIDIS[i + 1][k] - a)));
+    return `rgb(${c[0]},${c[1]},${c[2]})`;
+  }
+
+  // Dark text on the light end of the map, white on the dark end.
+  const textColour = (t) => (t > 0.6 ? "#000" : "#fff");
+
+  // ---- small DOM helpers ---------------------------------------------
+  function el(tag, attrs, parent, text) {
+    const node = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, v);
+    if (text !== undefined) node.textContent = text;
+    if (parent) parent.appendChild(node);
+    return node;
+  }
+
+  function svg(tag, attrs, parent, text) {
+    const node = document.createElementNS(SVG_NS, tag);
+    for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, v);
+    if (text !== undefined) node.textContent = text;
+    if (parent) parent.appendChild(node);
+    return node;
+  }
+
+  const fmt = (x, digits) => (Number.isFinite(x) ? x.toFixed(digits) : String(x));
+
+  /** A <details> table of a matrix: the numbers a chart draws. */
+  function numbersTable(parent, caption, rows, cols, values, digits) {
+    const details = el("details", {class: "d2l-numbers"}, parent);
+    el("summary", {}, details, "The numbers, as a table");
+    const table = el("table", {}, details);
+    el("caption", {}, table, caption);
+    const head = el("tr", {}, el("thead", {}, table));
+    el("th", {scope: "col"}, head, "");
+    cols.forEach((c) => el("th", {scope: "col"}, head, c));
+    const body = el("tbody", {}, table);
+    values.forEach((row, i) => {
+      const tr = el("tr", {}, body);
+      el("th", {scope: "row"}, tr, rows[i]);
+      row.forEach((v) => el("td", {}, tr, fmt(v, digits)));
+    });
+    return details;
+  }
+
+  /** An annotated heatmap on the colour scale 0..1.
+   *
+   * values: rows x cols numbers in [0, 1].  Each cell is a <rect> with
+   * data-row, data-col and data-value (the full number) and a <title>.
+   */
+  function heatmap(parent, opts) {
+    const {values, rows, cols, title, xlabel, ylabel} = opts;
+    const cell = opts.cell || 34;
+    const left = 12 + 7 * Math.max(4, ...rows.map((r) => r.length));
+    const top = title ? 28 : 8;
+    const bottom = 14 + 6.5 * Math.max(3, ...cols.map((c) => c.length));
+    const width = left + cell * cols.length + 70;
+    const height = top + cell * rows.length + bottom;
+    const summary = opts.label || title || "heatmap";
+    const chart = svg("svg", {
+      class: "d2l-heatmap", role: "img", width, height,
+      viewBox: `0 0 ${width} ${height}`, "aria-label": summary}, parent);
+    if (title) {
+      svg("text", {x: left, y: 18, "font-size": 13, "font-weight": "bold"},
+          chart, title);
+    }
+    values.forEach((row, i) => row.forEach((v, j) => {
+      const x = left + j * cell, y = top + i * cell;
+      const r = svg("rect", {
+        x, y, width: cell - 1, height: cell - 1, fill: viridis(v),
+        "data-row": i, "data-col": j, "data-value": String(v)}, chart);
+      svg("title", {}, r, `${rows[i]} → ${cols[j]}: ${fmt(v, 3)}`);
+      if (opts.annotate !== false) {
+        svg("text", {
+          x: x + cell / 2, y: y + cell / 2 + 4, "text-anchor": "middle",
+          "font-size": 10, fill: textColour(v), "aria-hidden": "true"},
+        chart, fmt(v, 2));
+      }
+    }));
+    rows.forEach((r, i) => svg("text", {
+      x: left - 6, y: top + i * cell + cell / 2 + 4, "text-anchor": "end",
+      "font-size": 12}, chart, r));
+    cols.forEach((c, j) => {
+      const x = left + j * cell + cell / 2, y = top + rows.length * cell + 8;
+      svg("text", {x, y, "text-anchor": "end", "font-size": 12,
+                   transform: `rotate(-60 ${x} ${y})`}, chart, c);
+    });
+    if (ylabel) {
+      svg("text", {x: 10, y: top + rows.length * cell / 2, "font-size": 11,
+                   transform: `rotate(-90 10 ${top + rows.length * cell / 2})`,
+                   "text-anchor": "middle"}, chart, ylabel);
+    }
+    if (xlabel) {
+      svg("text", {x: left + cols.length * cell / 2, y: height - 2,
+                   "font-size": 11, "text-anchor": "middle"}, chart, xlabel);
+    }
+    // The colour bar, 0 at the bottom, 1 at the top.
+    const barX = left + cols.length * cell + 14, barH = rows.length * cell;
+    for (let k = 0; k < 20; k++) {
+      svg("rect", {x: barX, y: top + barH * (19 - k) / 20, width: 12,
+                   height: barH / 20 + 0.5, fill: viridis((k + 0.5) / 20)},
+          chart);
+    }
+    svg("text", {x: barX + 16, y: top + 9, "font-size": 10}, chart, "1");
+    svg("text", {x: barX + 16, y: top + barH, "font-size": 10}, chart, "0");
+    return chart;
+  }
+
+  // Two colours that colour-blind readers tell apart (Okabe and Ito).
+  const PAIR = ["#0072B2", "#E69F00"];
+
+  /** Overlaid histograms of two samples on shared bin edges. */
+  function histograms(parent, opts) {
+    const {samples, labels, edges, title, xlabel, ylabel, density} = opts;
+    const W = 360, H = 210, L = 48, B = 40, T = 26, R = 10;
+    const counts = samples.map((xs) => {
+      const c = new Array(edges.length - 1).fill(0);
+      const lo = edges[0], hi = edges[edges.length - 1];
+      const step = (hi - lo) / (edges.length - 1);
+      for (const x of xs) {
+        let k = Math.floor((x - lo) / step);
+        if (k === c.length && x <= hi) k -= 1;  // the last bin is closed
+        if (k >= 0 && k < c.length) c[k] += 1;
+      }
+      const width = step * xs.length;
+      return density ? c.map((n) => n / width) : c;
+    });
+    const top = Math.max(...counts.flat()) || 1;
+    const chart = svg("svg", {
+      class: "d2l-histogram", role: "img", width: W, height: H,
+      viewBox: `0 0 ${W} ${H}`, "aria-label": opts.label || title}, parent);
+    svg("text", {x: L, y: 16, "font-size": 12, "font-weight": "bold"},
+        chart, title);
+    const sx = (x) => L + (x - edges[0]) / (edges[edges.length - 1] - edges[0])
+      * (W - L - R);
+    const sy = (y) => H - B - y / top * (H - B - T);
+    counts.forEach((c, s) => c.forEach((n, k) => {
+      if (!n) return;
+      const r = svg("rect", {
+        x: sx(edges[k]), y: sy(n), width: Math.max(sx(edges[k + 1]) - sx(edges[k]) - 0.5, 0.5),
+        height: H - B - sy(n), fill: PAIR[s], "fill-opacity": 0.6,
+        "data-sample": s, "data-bin": k, "data-value": String(n)}, chart);
+      svg("title", {}, r, `${labels[s]}, ${fmt(edges[k], 2)} to ` +
+          `${fmt(edges[k + 1], 2)}: ${fmt(n, density ? 3 : 0)}`);
+    }));
+    svg("line", {x1: L, y1: H - B, x2: W - R, y2: H - B, stroke: "#444"}, chart);
+    svg("line", {x1: L, y1: T, x2: L, y2: H - B, stroke: "#444"}, chart);
+    for (const x of [edges[0], (edges[0] + edges[edges.length - 1]) / 2,
+                     edges[edges.length - 1]]) {
+      svg("text", {x: sx(x), y: H - B + 14, "font-size": 10,
+                   "text-anchor": "middle"}, chart, fmt(x, Math.abs(x) < 10 ? 2 : 0));
+    }
+    svg("text", {x: L - 4, y: T + 8, "font-size": 10, "text-anchor": "end"},
+        chart, fmt(top, density ? 2 : 0));
+    svg("text", {x: (L + W - R) / 2, y: H - 6, "font-size": 11,
+                 "text-anchor": "middle"}, chart, xlabel);
+    svg("text", {x: 12, y: (T + H - B) / 2, "font-size": 11, "text-anchor": "middle",
+                 transform: `rotate(-90 12 ${(T + H - B) / 2})`}, chart, ylabel);
+    labels.forEach((lab, s) => {
+      svg("rect", {x: L + 8, y: T + 4 + 15 * s, width: 10, height: 10,
+                   fill: PAIR[s], "fill-opacity": 0.6}, chart);
+      svg("text", {x: L + 22, y: T + 13 + 15 * s, "font-size": 10}, chart, lab);
+    });
+    return chart;
+  }
+
+  // ---- numbers -------------------------------------------------------
+  /** d2lmini's masked_softmax of one row: weights of the first validLen
+   * entries, zeros after them (and a row of zeros when validLen is 0). */
+  function maskedSoftmaxRow(row, validLen) {
+    const out = new Array(row.length).fill(0);
+    if (validLen <= 0) return out;
+    let max = -Infinity;
+    for (let j = 0; j < validLen; j++) max = Math.max(max, row[j]);
+    let sum = 0;
+    for (let j = 0; j < validLen; j++) { out[j] = Math.exp(row[j] - max); sum += out[j]; }
+    for (let j = 0; j < validLen; j++) out[j] /= sum;
+    return out;
+  }
+
+  function std(xs) {  // population standard deviation, like numpy's
+    const m = xs.reduce((a, b) => a + b, 0) / xs.length;
+    return Math.sqrt(xs.reduce((a, x) => a + (x - m) * (x - m), 0) / xs.length);
+  }
+
+  function decodeFloat32(b64) {
+    const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+    return new Float32Array(bytes.buffer);
+  }
+
+  // ---- explorer: masked softmax ---------------------------------------
+  function rangeControl(parent, opts) {
+    const id = `${opts.idPrefix}-${opts.name}`;
+    const wrap = el("div", {class: "d2l-control"}, parent);
+    el("label", {for: id}, wrap, opts.label);
+    const input = el("input", {
+      id, type: "range", min: opts.min, max: opts.max, step: opts.step,
+      value: opts.value, name: opts.name}, wrap);
+    const out = el("output", {for: id, "aria-live": "polite"}, wrap);
+    return {input, out};
+  }
+
+  function mountMaskedSoftmax(rootEl, data) {
+    const scores = data.scores, L = scores.length, S = scores[0].length;
+    const controls = el("div", {class: "d2l-controls"}, rootEl);
+    const len = rangeControl(controls, {
+      idPrefix: rootEl.id, name: "valid-length", label: "valid length",
+      min: 0, max: S, step: 1, value: data.valid_len});
+    const temp = rangeControl(controls, {
+      idPrefix: rootEl.id, name: "log-temperature",
+      label: "temperature τ (log scale)", min: -1, max: 1, step: 0.05,
+      value: Math.log10(data.temperature)});
+    const chart = el("div", {class: "d2l-chart"}, rootEl);
+
+    function draw() {
+      const validLen = Number(len.input.value);
+      const tau = Math.pow(10, Number(temp.input.value));
+      len.out.textContent = String(validLen);
+      temp.out.textContent = tau.toFixed(2);
+      len.input.setAttribute("aria-valuetext", `${validLen} of ${S} keys`);
+      temp.input.setAttribute("aria-valuetext", `τ = ${tau.toFixed(2)}`);
+      const weights = scores.map((row) => maskedSoftmaxRow(row.map((s) => s / tau), validLen));
+      const sums = weights.map((w) => w.reduce((a, b) => a + b, 0));
+      const cols = Array.from({length: S}, (_, j) => (j < validLen ? `k${j}` : "pad"));
+      const rows = Array.from({length: L}, (_, i) => `q${i}`);
+      const title = `valid length ${validLen}, temperature ${tau.toFixed(2)}: ` +
+        `row sums ${sums.map((s) => s.toFixed(0)).join(", ")}`;
+      chart.replaceChildren();
+      heatmap(chart, {
+        values: weights, rows, cols, title,
+        label: `Masked softmax weights of ${L} queries over ${S} keys, ` +
+          `${validLen} valid, temperature ${tau.toFixed(2)}: ` +
+          weights.map((w, i) => `q${i}: ${w.map((v) => v.toFixed(2)).join(" ")}`).join("; ")});
+      numbersTable(chart, title, rows, cols, weights, 3);
+      rootEl.dataset.validLength = String(validLen);
+      rootEl.dataset.temperature = String(tau);
+    }
+    len.input.addEventListener("input", draw);
+    temp.input.addEventListener("input", draw);
+    draw();
+  }
+
+  // ---- explorer: scaling ------------------------------------------------
+  function mountScaling(rootEl, data) {
+    const dims = data.dims, N = data.num_queries, S = data.num_keys;
+    const controls = el("div", {class: "d2l-controls"}, rootEl);
+    const slider = rangeControl(controls, {
+      idPrefix: rootEl.id, name: "size", label: "size d of q and k",
+      min: 0, max: dims.length - 1, step: 1, value: dims.indexOf(data.d)});
+    const chart = el("div", {class: "d2l-chart d2l-row"}, rootEl);
+    const cache = {};
+
+    function stats(d) {
+      if (cache[d]) return cache[d];
+      const raw = Array.from(decodeFloat32(data.scores[String(d)]));
+      const scaled = raw.map((x) => x / Math.sqrt(d));
+      const largest = (xs) => {
+        const out = [];
+        for (let i = 0; i < N; i++) {
+          const w = maskedSoftmaxRow(xs.slice(i * S, (i + 1) * S), S);
+          out.push(Math.max(...w));
+        }
+        return out;
+      };
+      const wRaw = largest(raw), wScaled = largest(scaled);
+      const mean = (xs) => xs.reduce((a, b) => a + b, 0) / xs.length;
+      const share = (xs) => xs.filter((x) => x > 0.9).length / xs.length;
+      cache[d] = {
+        raw, scaled, wRaw, wScaled,
+        numbers: {
+          std_raw: std(raw), std_scaled: std(scaled),
+          mean_largest_raw: mean(wRaw), mean_largest_scaled: mean(wScaled),
+          saturated_raw: share(wRaw), saturated_scaled: share(wScaled)}};
+      return cache[d];
+    }
+
+    function draw() {
+      const d = dims[Number(slider.input.value)];
+      slider.out.textContent = `d = ${d}`;
+      slider.input.setAttribute("aria-valuetext", `d = ${d}`);
+      const s = stats(d), n = s.numbers;
+      const lo = Math.min(...s.raw, ...s.scaled), hi = Math.max(...s.raw, ...s.scaled);
+      const edges = Array.from({length: 41}, (_, k) => lo + (hi - lo) * k / 40);
+      const unit = Array.from({length: 41}, (_, k) => 1 / S + (1 - 1 / S) * k / 40);
+      chart.replaceChildren();
+      histograms(chart, {
+        samples: [s.raw, s.scaled], edges, density: true,
+        labels: [`q·k (std ${n.std_raw.toFixed(1)})`,
+                 `q·k/√d (std ${n.std_scaled.toFixed(1)})`],
+        title: `Scores of random q, k with d = ${d}`, xlabel: "score",
+        ylabel: "density",
+        label: `Histogram of ${N * S} scores for d = ${d}: q·k has standard ` +
+          `deviation ${n.std_raw.toFixed(2)}, q·k/√d has ${n.std_scaled.toFixed(2)}`});
+      histograms(chart, {
+        samples: [s.wRaw, s.wScaled], edges: unit, density: false,
+        labels: ["softmax(q·k)", "softmax(q·k/√d)"],
+        title: `Largest of ${S} weights (1 = saturated)`,
+        xlabel: "largest weight of a query", ylabel: "queries",
+        label: `Histogram of each of ${N} queries' largest weight for d = ${d}: ` +
+          `mean ${n.mean_largest_raw.toFixed(2)} unscaled, ` +
+          `${n.mean_largest_scaled.toFixed(2)} scaled`});
+      const table = el("table", {class: "d2l-stats"}, chart);
+      el("caption", {}, table, `d = ${d}, ${N} queries × ${S} keys`);
+      const head = el("tr", {}, table);
+      ["", "q·k", "q·k/√d"].forEach((h) => el("th", {scope: "col"}, head, h));
+      [["standard deviation of the scores", "std_raw", "std_scaled", 2],
+       ["mean largest weight", "mean_largest_raw", "mean_largest_scaled", 3],
+       ["share of queries with a weight above 0.9", "saturated_raw",
+        "saturated_scaled", 3]].forEach(([name, a, b, digits]) => {
+        const tr = el("tr", {}, table);
+        el("th", {scope: "row"}, tr, name);
+        el("td", {"data-stat": a}, tr, fmt(n[a], digits));
+        el("td", {"data-stat": b}, tr, fmt(n[b], digits));
+      });
+      rootEl.dataset.d = String(d);
+      rootEl.dataset.numbers = JSON.stringify(n);
+    }
+    slider.input.addEventListener("input", draw);
+    draw();
+  }
+
+  // ---- the translation model ----------------------------------------------
+  const PUNCT_NO_SPACE = /(?<=[^ ])([,.!?])/g;
+
+  /** d2lmini.corpus.preprocess, then tokenize (str.split()). */
+  function tokenize(sentence) {
+    const text = sentence.replace(/\u202f/g, " ").replace(/\xa0/g, " ")
+      .toLowerCase().replace(PUNCT_NO_SPACE, " $1");
+    return text.split(/\s+/).filter((t) => t.length > 0);
+  }
+
+  /** y = W x + b for W (rows, cols) stored row-major at W.data[off...]. */
+  function matvec(W, x, b) {
+    const [rows, cols] = W.shape, w = W.data, y = new Float64Array(rows);
+    for (let i = 0; i < rows; i++) {
+      let s = b ? b.data[i] : 0;
+      const o = i * cols;
+      for (let j = 0; j < cols; j++) s += w[o + j] * x[j];
+      y[i] = s;
+    }
+    return y;
+  }
+
+  const sigmoid = (x) => 1 / (1 + Math.exp(-x));
+
+  /** torch.gru_cell: gates in the order reset, update, new. */
+  function gruCell(x, h, p) {
+    const gi = matvec(p.w_ih, x, p.b_ih), gh = matvec(p.w_hh, h, p.b_hh);
+    const D = h.length, out = new Float64Array(D);
+    for (let i = 0; i < D; i++) {
+      const r = sigmoid(gi[i] + gh[i]);
+      const z = sigmoid(gi[D + i] + gh[D + i]);
+      const n = Math.tanh(gi[2 * D + i] + r * gh[2 * D + i]);
+      out[i] = (1 - z) * n + z * h[i];
+    }
+    return out;
+  }
+
+  function embed(E, id) {
+    const cols = E.shape[1];
+    return Float64Array.from(E.data.subarray(id * cols, (id + 1) * cols));
+  }
+
+  function softmax(xs) {
+    const m = Math.max(...xs), e = xs.map((x) => Math.exp(x - m));
+    const s = e.reduce((a, b) => a + b, 0);
+    return e.map((x) => x / s);
+  }
+
+  /** A model from its manifest (JSON) and weights (an ArrayBuffer). */
+  function makeModel(manifest, buffer) {
+    const floats = new Float32Array(buffer);
+    const t = {};
+    for (const [name, spec] of Object.entries(manifest.tensors)) {
+      const size = spec.shape.reduce((a, b) => a * b, 1);
+      if (spec.offset + size > floats.length) {
+        throw new Error(`the weights file is too short for ${name}`);
+      }
+      t[name] = {shape: spec.shape.length === 1 ? [spec.shape[0], 1] : spec.shape,
+                 data: floats.subarray(spec.offset, spec.offset + size)};
+    }
+    const gru = (prefix, layer) => ({
+      w_ih: t[`${prefix}.weight_ih_l${layer}`], w_hh: t[`${prefix}.weight_hh_l${layer}`],
+      b_ih: t[`${prefix}.bias_ih_l${layer}`], b_hh: t[`${prefix}.bias_hh_l${layer}`]});
+    const layers = Array.from({length: manifest.num_layers}, (_, l) => l);
+    const srcIndex = new Map(manifest.src_vocab.map((tok, i) => [tok, i]));
+    return {
+      manifest, t, srcIndex,
+      encoder: layers.map((l) => gru("encoder.rnn", l)),
+      decoder: layers.map((l) => gru("decoder.rnn", l))};
+  }
+
+  /** Attention of one query over the encoder outputs: [context, weights]
+   * with weights (h, S), h = 1 for additive attention. */
+  function attend(model, memory, q) {
+    const m = model.manifest, t = model.t;
+    if (m.attention === "additive") {
+      const qp = matvec(t["decoder.attention.W_q.weight"], q);
+      const wv = t["decoder.attention.w_v.weight"].data;
+      const scores = memory.keys.map((k) => {
+        let s = 0;
+        for (let i = 0; i < qp.length; i++) s += wv[i] * Math.tanh(qp[i] + k[i]);
+        return s;
+      });
+      const w = softmax(scores);
+      const D = memory.values[0].length, context = new Float64Array(D);
+      w.forEach((a, j) => { for (let i = 0; i < D; i++) context[i] += a * memory.values[j][i]; });
+      return [context, [w]];
+    }
+    const h = m.num_heads, D = q.length, d = D / h;
+    const bias = (name) => t[`decoder.attention.${name}.bias`];
+    const Q = matvec(t["decoder.attention.W_q.weight"], q, bias("W_q"));
+    const merged = new Float64Array(D), weights = [];
+    for (let head = 0; head < h; head++) {
+      const o = head * d;
+      const scores = memory.keys.map((k) => {
+        let s = 0;
+        for (let i = 0; i < d; i++) s += Q[o + i] * k[o + i];
+        return s / Math.sqrt(d);
+      });
+      const w = softmax(scores);
+      w.forEach((a, j) => { for (let i = 0; i < d; i++) merged[o + i] += a * memory.values[j][o + i]; });
+      weights.push(w);
+    }
+    return [matvec(t["decoder.attention.W_o.weight"], merged, bias("W_o")), weights];
+  }
+
+  /** What the model reads: tokens, ids (with <eos>, cut at num_steps). */
+  function readSource(model, sentence) {
+    const m = model.manifest, tokens = tokenize(sentence);
+    const unk = m.src_special.unk;
+    const ids = tokens.map((tok) => (model.srcIndex.has(tok) ? model.srcIndex.get(tok) : unk));
+    ids.push(m.src_special.eos);
+    const read = ids.slice(0, m.num_steps);
+    return {tokens, ids: read, srcTokens: read.map((i) => m.src_vocab[i])};
+  }
+
+  /** Greedy translation, like d2lmini.decoding.translate.
+   *
+   * Returns {tokens, outTokens, srcTokens, words, attention (h, steps,
+   * S), finished}: attention has a row per output step, the step that
+   * emitted <eos> included.
+   */
+  function translate(model, sentence, maxLen) {
+    const m = model.manifest, t = model.t;
+    const src = readSource(model, sentence);
+    if (src.tokens.length === 0) throw new Error("empty sentence");
+    // Encoder: every layer over the sentence (no padding: one sentence).
+    let xs = src.ids.map((id) => embed(t["encoder.embedding.weight"], id));
+    const hidden = [];
+    model.encoder.forEach((p) => {
+      let h = new Float64Array(m.num_hiddens);
+      xs = xs.map((x) => (h = gruCell(x, h, p)));
+      hidden.push(h);
+    });
+    const outputs = xs;  // (S, D), the top layer
+    const memory = {values: outputs, keys: outputs};
+    if (m.attention === "additive") {
+      memory.keys = outputs.map((o) => matvec(t["decoder.attention.W_k.weight"], o));
+    } else {
+      const bias = (name) => t[`decoder.attention.${name}.bias`];
+      memory.keys = outputs.map((o) => matvec(t["decoder.attention.W_k.weight"], o, bias("W_k")));
+      memory.values = outputs.map((o) => matvec(t["decoder.attention.W_v.weight"], o, bias("W_v")));
+    }
+    const eos = m.tgt_special.eos;
+    let y = m.tgt_special.bos, hs = hidden;
+    const ids = [], steps = [];
+    let finished = false;
+    for (let step = 0; step < (maxLen || m.num_steps); step++) {
+      const [context, weights] = attend(model, memory, hs[hs.length - 1]);
+      const e = embed(t["decoder.embedding.weight"], y);
+      let x = new Float64Array(context.length + e.length);
+      x.set(context); x.set(e, context.length);
+      hs = model.decoder.map((p, l) => (x = gruCell(x, hs[l], p)));
+      const logits = matvec(t["decoder.dense.weight"], x, t["decoder.dense.bias"]);
+      let best = 0;
+      for (let i = 1; i < logits.length; i++) if (logits[i] > logits[best]) best = i;
+      steps.push(weights);
+      y = best;
+      if (y === eos) { finished = true; break; }
+      ids.push(y);
+    }
+    const h = steps[0].length;
+    const attention = Array.from({length: h}, (_, k) => steps.map((w) => w[k]));
+    const tokens = ids.map((i) => m.tgt_vocab[i]);
+    return {srcTokens: src.srcTokens, words: src.tokens, tokens,
+            outTokens: finished ? tokens.concat(["<eos>"]) : tokens,
+            attention, finished};
+  }
+
+  async function fetchBytes(url, onProgress) {
+    const response = await fetch(url);
+    if (!response.ok) throw new Error(`${url}: HTTP ${response.status}`);
+    const total = Number(response.headers.get("Content-Length")) || 0;
+    if (!response.body || !total) return response.arrayBuffer();
+    const reader = response.body.getReader(), bytes = new Uint8Array(total);
+    let done = 0;
+    for (;;) {
+      const chunk = await reader.read();
+      if (chunk.done) break;
+      bytes.set(chunk.value, done);
+      done += chunk.value.length;
+      onProgress(done / total);
+    }
+    if (done !== total) throw new Error(`${url}: got ${done} of ${total} bytes`);
+    return bytes.buffer;
+  }
+
+  /** Load a model folder: manifest.json and its weights file. */
+  async function loadModel(base, checkpoint, onProgress) {
+    const folder = `${base}${checkpoint}/`;
+    const response = await fetch(`${folder}manifest.json`);
+    if (!response.ok) throw new Error(`${folder}manifest.json: HTTP ${response.status}`);
+    const manifest = await response.json();
+    if (manifest.checkpoint !== checkpoint) {
+      throw new Error(`the files hold checkpoint ${manifest.checkpoint}, ` +
+                      `not ${checkpoint}`);
+    }
+    const buffer = await fetchBytes(folder + manifest.weights, onProgress || (() => {}));
+    if (buffer.byteLength !== manifest.weights_bytes) {
+      throw new Error(`${manifest.weights}: ${buffer.byteLength} bytes, ` +
+                      `expected ${manifest.weights_bytes}`);
+    }
+    return makeModel(manifest, buffer);
+  }
+
+  // ---- explorer: translator ---------------------------------------------
+  const WORD = /[\p{L}\p{N}]/u;
+
+  function sourceNotes(model, src) {
+    const m = model.manifest, T = m.num_steps, notes = [];
+    const read = src.tokens.slice(0, T);
+    const unknown = [...new Set(read.filter((tok) => !model.srcIndex.has(tok)))];
+    if (!src.tokens.some((tok) => WORD.test(tok))) {
+      notes.push("it has no words, only punctuation; the model reads it anyway");
+    }
+    if (unknown.length) {
+      notes.push(`not in the model's vocabulary, read as <unk>: ${unknown.join(", ")}`);
+    }
+    if (src.tokens.length > T) {
+      notes.push(`only the first ${T} of its ${src.tokens.length} words are ` +
+                 "read, without <eos>: the model reads at most " +
+                 `${T} tokens`);
+    } else if (src.tokens.length === T) {
+      notes.push(`its ${T} words fill every step: <eos> is cut`);
+    }
+    return notes;
+  }
+
+  function mountTranslator(rootEl, data) {
+    const about = el("p", {class: "d2l-checkpoint"}, rootEl);
+    about.append("The box runs checkpoint ");
+    el("code", {}, about, data.checkpoint);
+    about.append(` (recipe key ${data.fingerprint.recipe}): the model ` +
+                 "this section trains and evaluates, in your browser, " +
+                 "with no server.");
+    const details = el("details", {class: "d2l-translator-box"}, rootEl);
+    el("summary", {}, details,
+       `Translate your own sentence in this page (loads the model: ` +
+       `${data.size_mb.toFixed(1)} MB)`);
+    const status = el("p", {class: "d2l-status", role: "status"}, details);
+    const form = el("form", {class: "d2l-controls", hidden: ""}, details);
+    const inputId = `${rootEl.id}-sentence`;
+    el("label", {for: inputId}, form, "English");
+    const input = el("input", {id: inputId, type: "text", value: data.example,
+                               size: 36, autocomplete: "off", spellcheck: "false"}, form);
+    el("button", {type: "submit"}, form, "Translate");
+    let headSelect = null;
+    if (data.num_heads > 1) {
+      const headId = `${rootEl.id}-head`;
+      el("label", {for: headId}, form, "head");
+      headSelect = el("select", {id: headId}, form);
+      el("option", {value: "mean"}, headSelect, `mean of ${data.num_heads} heads`);
+      for (let k = 0; k < data.num_heads; k++) el("option", {value: k}, headSelect, `head ${k + 1}`);
+    }
+    const buttons = [];
+    if ((data.examples || []).length) {
+      const row = el("div", {class: "d2l-examples"}, form);
+      el("span", {}, row, "Examples: ");
+      for (const sentence of data.examples) {
+        const b = el("button", {type: "button"}, row, sentence);
+        b.addEventListener("click", () => { input.value = sentence; run(); });
+        buttons.push(b);
+      }
+    }
+    const output = el("p", {class: "d2l-output", "aria-live": "polite"}, details);
+    const notes = el("p", {class: "d2l-note"}, details);
+    const chart = el("div", {class: "d2l-chart"}, details);
+    let model = null, loading = null, last = null;
+
+    function show(result) {
+      const head = headSelect ? headSelect.value : "mean";
+      const maps = result.attention, h = maps.length;
+      const values = head === "mean" || h === 1
+        ? maps[0].map((row, i) => row.map((_, j) => maps.reduce((a, mp) => a + mp[i][j], 0) / h))
+        : maps[Number(head)];
+      const which = h === 1 ? "" : head === "mean" ? ` (mean of ${h} heads)` : ` (head ${Number(head) + 1})`;
+      chart.replaceChildren();
+      const title = `Attention of each output token${which}`;
+      heatmap(chart, {
+        values, rows: result.outTokens, cols: result.srcTokens, title,
+        xlabel: "source tokens", ylabel: "output tokens", cell: 30,
+        label: `${title}: ` + values.map((row, i) => `${result.outTokens[i]}: ` +
+          row.map((v, j) => `${result.srcTokens[j]} ${v.toFixed(2)}`).join(", ")).join("; ")});
+      numbersTable(chart, title, result.outTokens, result.srcTokens, values, 3);
+    }
+
+    function run() {
+      const start = performance.now();
+      const sentence = input.value;
+      if (!sentence.trim()) {
+        status.textContent = "Type an English sentence first, for example " +
+          `“${data.example}”, then press Enter.`;
+        status.className = "d2l-status d2l-hint";
+        output.textContent = ""; notes.textContent = ""; chart.replaceChildren();
+        last = null;
+        return;
+      }
+      const src = readSource(model, sentence);
+      last = translate(model, sentence);
+      status.className = "d2l-status";
+      status.textContent = "";
+      output.replaceChildren();
+      el("b", {}, output, "French: ");
+      output.appendChild(document.createTextNode(last.tokens.join(" ") || "(empty)"));
+      if (!last.finished) output.appendChild(document.createTextNode(
+        ` (stopped after ${last.tokens.length} tokens without <eos>)`));
+      const found = sourceNotes(model, src);
+      notes.textContent = found.length ? `Your sentence: ${found.join("; ")}.` : "";
+      show(last);
+      requestAnimationFrame(() => {
+        rootEl.dataset.lastMs = String(performance.now() - start);
+        rootEl.dataset.translations = String(Number(rootEl.dataset.translations || 0) + 1);
+      });
+    }
+
+    async function load() {
+      if (loading) return loading;
+      status.textContent = "Loading the model…";
+      status.className = "d2l-status d2l-loading";
+      rootEl.dataset.state = "loading";
+      const start = performance.now();
+      loading = loadModel(data.base, data.checkpoint, (f) => {
+        status.textContent = `Loading the model… ${Math.round(100 * f)}%`;
+      }).then((m) => {
+        model = m;
+        form.hidden = false;
+        rootEl.dataset.state = "ready";
+        rootEl.dataset.loadMs = String(performance.now() - start);
+        run();
+        input.focus();
+      }, (err) => {
+        status.textContent = `The model could not be loaded (${err.message}). ` +
+          "The other figures on this page do not need it; to get it, build " +
+          "the website with `make book`, which exports the model.";
+        status.className = "d2l-status d2l-error";
+        status.setAttribute("role", "alert");
+        rootEl.dataset.state = "error";
+      });
+      return loading;
+    }
+
+    details.addEventListener("toggle", () => { if (details.open) load(); });
+    form.addEventListener("submit", (event) => { event.preventDefault(); run(); });
+    if (headSelect) headSelect.addEventListener("change", () => { if (last) show(last); });
+    rootEl.d2l = {load, translate: (s) => translate(model, s), get model() { return model; }};
+  }
+
+  // ---- mounting ----------------------------------------------------------
+  const STYLE = `
+.d2l-live { margin: 0.5em 0 1em; }
+.d2l-live .d2l-controls { display: flex; flex-wrap: wrap; gap: 0.4em 1.5em;
+  align-items: center; margin-bottom: 0.4em; }
+.d2l-live .d2l-control { display: flex; gap: 0.5em; align-items: center; }
+.d2l-live .d2l-control input[type=range] { width: min(60vw, 220px); }
+.d2l-live output { font-variant-numeric: tabular-nums; min-width: 4em; }
+.d2l-live .d2l-row { display: flex; flex-wrap: wrap; gap: 1em; }
+.d2l-live svg { max-width: 100%; height: auto; overflow: visible; }
+.d2l-live svg text:not([fill]) { fill: currentColor; }
+.d2l-live table { font-size: 0.85em; border-collapse: collapse; }
+.d2l-live th, .d2l-live td { padding: 0.1em 0.5em; text-align: right; }
+.d2l-live details.d2l-numbers { width: 100%; }
+.d2l-live summary { cursor: pointer; }
+.d2l-live .d2l-status.d2l-hint { color: #7a4b00; }
+.d2l-live .d2l-status.d2l-error { color: #b00020; font-weight: bold; }
+.d2l-live .d2l-examples { width: 100%; display: flex; flex-wrap: wrap;
+  gap: 0.3em; align-items: center; }
+.d2l-live button { padding: 0.1em 0.6em; }
+.d2l-live :focus-visible { outline: 3px solid #0072B2; outline-offset: 2px; }
+`;
+
+  function addStyle() {
+    if (document.getElementById("d2l-live-style")) return;
+    const style = el("style", {id: "d2l-live-style"}, document.head, STYLE);
+    return style;
+  }
+
+  const MOUNTS = {"masked-softmax": mountMaskedSoftmax, scaling: mountScaling,
+                  translator: mountTranslator};
+
+  function mountAll(doc) {
+    addStyle();
+    for (const node of (doc || document).querySelectorAll("[data-d2l-live]")) {
+      if (node.dataset.d2lMounted) continue;
+      node.dataset.d2lMounted = "1";
+      const script = node.querySelector('script[type="application/json"]');
+      const data = JSON.parse(script.textContent);
+      node.replaceChildren();  // drops the "needs JavaScript" note
+      MOUNTS[node.dataset.d2lLive](node, data);
+    }
+  }
+
+  root.d2lLive = {mountAll, tokenize, makeModel, loadModel, translate,
+                  readSource, maskedSoftmaxRow, viridis};
+  if (typeof module !== "undefined") module.exports = root.d2lLive;
+})(typeof window !== "undefined" ? window : globalThis);
+if (typeof document !== "undefined") window.d2lLive.mountAll();

@@ -1,0 +1,280 @@
+"""Live explorers that run in the page: in Jupyter and on the website.
+
+Each explorer is an HTML output: a ``<div data-d2l-live=...>`` holding
+its data as JSON, followed by ``live.js`` (this package's JavaScript),
+which computes and draws the figure in the browser and redraws it when
+a control moves.  No kernel and no server take part, so the same output
+is live in JupyterLab (once the cell has run: Jupyter runs scripts only
+in trusted outputs) and on the static website.
+
+- ``masked_softmax_explorer``: valid length and temperature sliders over
+  the masked softmax weights;
+- ``scaling_explorer``: a slider for d over the scores of random queries
+  and keys and each query's largest softmax weight;
+- ``translator``: a text box that translates with a trained model in the
+  page, from weights that ``export_model`` writes (the website's build
+  exports them: ``scripts/export_models.py``).
+
+Shape legend: L queries, S keys, N sampled queries.
+"""
+
+import base64
+import dataclasses
+import hashlib
+import html
+import json
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from d2lmini.utils import atomic_write
+
+__all__ = ["LiveHTML", "export_model", "masked_softmax_explorer",
+           "sample_scores", "scaling_explorer", "translator",
+           "with_site_view"]
+
+LIVE_JS = Path(__file__).with_name("live.js")
+# Where the website serves exported models, from a page in chapters/.
+MODELS_URL = "../_static/models/"
+MANIFEST_FORMAT = 1
+DIMS = tuple(2 ** i for i in range(11))
+
+
+class LiveHTML:
+    """An HTML output (``_repr_html_``) holding one live explorer."""
+
+    def __init__(self, kind, data, note):
+        self.kind, self.data = kind, data
+        payload = json.dumps(data, separators=(",", ":"))
+        payload = payload.replace("</", "<\\/")  # never ends the script
+        ident = "d2l-" + hashlib.sha256(
+            f"{kind}:{payload}".encode()).hexdigest()[:12]
+        self.html = (
+            f'<div class="d2l-live" id="{ident}" data-d2l-live="{kind}">'
+            f'<script type="application/json">{payload}</script>'
+            f'<p class="d2l-needs-js">{html.escape(note)}</p></div>\n'
+            f"<script>\n{LIVE_JS.read_text(encoding='utf-8')}</script>")
+
+    def _repr_html_(self):
+        return self.html
+
+    def __repr__(self):
+        return f"<live {self.kind} explorer: run in a browser>"
+
+
+NEEDS_JS = ("This explorer runs in the page: on the website it is live; in "
+            "Jupyter, run the cell (Jupyter runs scripts only in outputs "
+            "it trusts).")
+
+
+def masked_softmax_explorer(scores=None, valid_len=None, temperature=1.0,
+                            num_queries=3, num_keys=8, seed=0):
+    """Sliders for the valid length and a temperature, over a heatmap of
+    ``masked_softmax(scores / temperature, valid_len)``.
+
+    Args:
+        scores: (L, S) scores; None draws ``num_queries x num_keys``
+            standard normal scores times 2 from a generator seeded with
+            ``seed``.
+        valid_len: the initial valid length (0 to S); None means S // 2.
+        temperature: the initial temperature (0.1 to 10; the slider moves
+            its log10 in steps of 0.05).
+        num_queries, num_keys: L and S when ``scores`` is None.
+        seed: the seed of the random scores.
+
+    Returns:
+        A ``LiveHTML``; its ``data["scores"]`` are the scores it draws.
+    """
+    if scores is None:
+        gen = torch.Generator().manual_seed(seed)
+        scores = 2 * torch.randn(num_queries, num_keys, generator=gen)
+    scores = torch.as_tensor(scores, dtype=torch.float32)
+    if scores.dim() != 2 or 0 in scores.shape:
+        raise ValueError("scores must be (L, S), one row per query and at "
+                         f"least one key, got shape {tuple(scores.shape)}")
+    if not torch.isfinite(scores).all():
+        raise ValueError("scores must be finite numbers; mask keys with "
+                         "the valid length instead of -inf")
+    S = scores.shape[1]
+    valid_len = S // 2 if valid_len is None else valid_len
+    if not isinstance(valid_len, int) or not 0 <= valid_len <= S:
+        raise ValueError(f"valid_len must be an int between 0 and S = {S}, "
+                         f"got {valid_len!r}")
+    if not 0.1 <= temperature <= 10:
+        raise ValueError("temperature must be between 0.1 and 10, got "
+                         f"{temperature}")
+    return LiveHTML("masked-softmax", {
+        "scores": scores.tolist(), "valid_len": valid_len,
+        "temperature": float(temperature)}, NEEDS_JS)
+
+
+def sample_scores(d, num_queries=256, num_keys=16, seed=0):
+    """Dot products of random queries and keys with N(0, 1) entries.
+
+    Args:
+        d: the size of every query and key.
+        num_queries, num_keys: N and S.
+        seed: the seed of the generator (each d gets its own stream).
+
+    Returns:
+        (N, S) float64 scores q.k, whose variance is about d.
+    """
+    gen = torch.Generator().manual_seed(seed * 100_003 + d)
+    q = torch.randn(num_queries, 1, d, generator=gen, dtype=torch.float64)
+    k = torch.randn(num_queries, num_keys, d, generator=gen,
+                    dtype=torch.float64)
+    return (q * k).sum(-1)  # (N, S)
+
+
+def _float32_b64(x):
+    array = np.ascontiguousarray(np.asarray(x, dtype="<f4"))
+    return base64.b64encode(array.tobytes()).decode("ascii")
+
+
+def scaling_explorer(dims=DIMS, d=64, num_queries=256, num_keys=16, seed=0):
+    """A slider for d over the distributions of scores and weights.
+
+    For random queries and keys of size d (``sample_scores``, stored in
+    the output as float32) the page draws the histograms of q.k and
+    q.k / sqrt(d), and of the largest softmax weight of each query with
+    and without the scaling, and tabulates their standard deviations,
+    mean largest weights and shares above 0.9.
+
+    Args:
+        dims: the sizes the slider offers.
+        d: the initial size; must be one of ``dims``.
+        num_queries, num_keys: N queries, each scored against S keys.
+        seed: the seed of the random queries and keys.
+
+    Returns:
+        A ``LiveHTML``.
+    """
+    dims = tuple(int(x) for x in dims)
+    if not dims or min(dims) < 1:
+        raise ValueError(f"dims must be positive sizes, got {dims}")
+    if d not in dims:
+        raise ValueError(f"d = {d} is not one of the slider's sizes {dims}")
+    scores = {str(n): _float32_b64(sample_scores(n, num_queries, num_keys,
+                                                 seed)) for n in dims}
+    return LiveHTML("scaling", {
+        "dims": list(dims), "d": d, "num_queries": num_queries,
+        "num_keys": num_keys, "scores": scores}, NEEDS_JS)
+
+
+# ---- the translator -----------------------------------------------------
+
+def _checkpoint_name(recipe):
+    from d2lmini.cache import checkpoint_path
+    return checkpoint_path(recipe, ".").stem
+
+
+def translator(recipe, run, example, examples=(), *, base=MODELS_URL):
+    """A text box that translates in the page with the recipe's model.
+
+    The output names the checkpoint (``seq2seq-<attention>-<key>``) and
+    holds the recipe and the fingerprint of the run, so that the site's
+    build exports exactly this model (``scripts/export_models.py``) and
+    the page can check it loaded the one the notebook evaluated.  The
+    weights load only when the reader opens the box.
+
+    Args:
+        recipe: the ``Recipe`` that ``train_or_load`` trained.
+        run: its ``Run`` (model and data).
+        example: the sentence the box starts with.
+        examples: sentences offered as buttons (e.g. those the section
+            discusses).
+        base: the URL of the folder of exported models, from the page.
+
+    Returns:
+        A ``LiveHTML``.
+    """
+    from d2lmini.cache import fingerprint
+    if not isinstance(example, str) or not example.strip():
+        raise ValueError(f"example must be an English sentence, got "
+                         f"{example!r}")
+    if isinstance(examples, str) or not all(
+            isinstance(s, str) and s.strip() for s in examples):
+        raise TypeError(f"examples must be a list of sentences, got "
+                        f"{examples!r}")
+    attention = getattr(run.model.decoder, "attention", None)
+    if attention is None:
+        raise TypeError("the model has no attention decoder: the "
+                        "translator draws attention weights")
+    size = sum(p.numel() for p in run.model.state_dict().values()) * 4
+    return LiveHTML("translator", {
+        "checkpoint": _checkpoint_name(recipe),
+        "recipe": dataclasses.asdict(recipe),
+        "fingerprint": fingerprint(recipe, run.data),
+        "num_heads": getattr(attention, "num_heads", 1),
+        "size_mb": round(size / 1e6, 1), "example": example,
+        "examples": list(examples), "base": base},
+        "Type a sentence and see the translation and attention: this box "
+        "runs the model in the page of the website.")
+
+
+def export_model(recipe, run, folder):
+    """Write the recipe's model for the translator: ``folder /
+    <checkpoint> / manifest.json`` and ``weights.bin``.
+
+    ``weights.bin`` is every tensor of the state dict, float32
+    little-endian, one after the other; the manifest gives each one's
+    offset (in floats) and shape, the vocabularies, the special ids, the
+    sizes, the recipe key and the run's fingerprint.
+
+    Returns:
+        The model's folder.
+    """
+    from d2lmini.cache import fingerprint
+    model, data = run.model, run.data
+    attention = model.decoder.attention
+    kind = recipe.attention
+    if kind not in ("additive", "multihead"):
+        raise ValueError(f"only attention decoders run in the page, not "
+                         f"attention={kind!r}")
+    tensors, chunks, offset = {}, [], 0
+    for name, value in model.state_dict().items():
+        array = value.detach().cpu().to(torch.float32).numpy()
+        tensors[name] = {"shape": list(array.shape), "offset": offset}
+        chunks.append(np.ascontiguousarray(array, dtype="<f4").tobytes())
+        offset += array.size
+    weights = b"".join(chunks)
+    name = _checkpoint_name(recipe)
+    special = lambda v: {t: v[f"<{t}>"] for t in  # noqa: E731
+                         ("pad", "bos", "eos", "unk")}
+    manifest = {
+        "format": MANIFEST_FORMAT, "checkpoint": name,
+        "recipe_key": recipe.key(), "fingerprint": fingerprint(recipe, data),
+        "attention": kind, "num_heads": getattr(attention, "num_heads", 1),
+        "num_layers": model.encoder.rnn.num_layers,
+        "num_hiddens": model.encoder.rnn.hidden_size,
+        "embed_size": model.encoder.embedding.embedding_dim,
+        "num_steps": data.num_steps,
+        "src_vocab": list(data.src_vocab.idx_to_token),
+        "tgt_vocab": list(data.tgt_vocab.idx_to_token),
+        "src_special": special(data.src_vocab),
+        "tgt_special": special(data.tgt_vocab),
+        "tensors": tensors, "weights": "weights.bin",
+        "weights_bytes": len(weights),
+        "weights_sha256": hashlib.sha256(weights).hexdigest()}
+    out = Path(folder) / name
+    out.mkdir(parents=True, exist_ok=True)
+    with atomic_write(out / "weights.bin") as f:
+        f.write(weights)
+    with atomic_write(out / "manifest.json") as f:
+        f.write(json.dumps(manifest, indent=1).encode("utf-8"))
+    return out
+
+
+def with_site_view(widget, live):
+    """One output for both places: ``widget`` (ipywidgets, live with a
+    kernel) in Jupyter, ``live`` (a ``LiveHTML``) on the website, whose
+    build prefers text/html over widget views (``_config.yml``)."""
+
+    class Both:
+        def _repr_mimebundle_(self, include=None, exclude=None):
+            bundle = widget._repr_mimebundle_(include=include,
+                                              exclude=exclude)
+            return {**bundle, "text/html": live.html}
+
+    return Both()

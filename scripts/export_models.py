@@ -1,0 +1,110 @@
+"""Export the models that the website's translators run in the page.
+
+Usage::
+
+    python scripts/export_models.py [--dest assets/models]
+
+Reads every notebook of ``_toc.yml``, finds the translator outputs
+(``d2lmini.live.translator``), and for each one loads its recipe's model
+with ``train_or_load`` (training it first when the checkpoint cache does
+not have it: about 80 s each on 2 CPU cores) and writes it with
+``d2lmini.live.export_model`` into ``dest/<checkpoint>/``; Sphinx serves
+that folder as ``_static/models/``.  A folder that already holds the
+same checkpoint and fingerprint is kept.
+
+Fails when the model it would export is not the one the notebook
+evaluated (the code, data or torch changed since the notebook ran): run
+``make execute`` first.  Needs the corpus, like the notebooks
+(``D2LMINI_DATA_DIR``).
+"""
+
+import argparse
+import json
+import re
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from toc_notebooks import toc_notebooks  # noqa: E402
+
+MOUNT = re.compile(r'data-d2l-live="translator">'
+                   r'<script type="application/json">(.*?)</script>', re.S)
+
+
+def translators(notebook):
+    """The data of every translator output of a notebook."""
+    nb = nbformat.read(notebook, as_version=4)
+    found = []
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            text = output.get("data", {}).get("text/html", "")
+            if isinstance(text, list):
+                text = "".join(text)
+            found += [json.loads(m) for m in MOUNT.findall(text)]
+    return found
+
+
+def export(spec, dest):
+    """Export one translator's model; return a line saying what it did."""
+    from d2lmini.cache import checkpoint_path, fingerprint, train_or_load
+    from d2lmini.experiment import Recipe
+    from d2lmini.live import export_model
+
+    recipe = Recipe(**spec["recipe"])
+    name = spec["checkpoint"]
+    if checkpoint_path(recipe).stem != name:
+        raise SystemExit(f"{name}: its recipe now makes "
+                         f"{checkpoint_path(recipe).stem}; run make execute")
+    manifest = dest / name / "manifest.json"
+    if manifest.is_file() and (dest / name / "weights.bin").is_file():
+        saved = json.loads(manifest.read_text())
+        if saved.get("fingerprint") == spec["fingerprint"]:
+            return f"{name}: up to date"
+    if not checkpoint_path(recipe).is_file():
+        print(f"{name}: not in the checkpoint cache, training it now "
+              "(about 80 s on 2 CPU cores)...", flush=True)
+    start = time.perf_counter()
+    run = train_or_load(recipe, progress=False)
+    current = fingerprint(recipe, run.data)
+    if current != spec["fingerprint"]:
+        saved = spec["fingerprint"]
+        changed = [k for k in current if current[k] != saved.get(k)]
+        raise SystemExit(
+            f"{name}: the notebook evaluated a model trained with another "
+            f"{' and '.join(changed)}; run `make execute` so that the page "
+            "runs the model the section reports")
+    folder = export_model(recipe, run, dest)
+    size = (folder / "weights.bin").stat().st_size / 1e6
+    how = "trained and exported" if run.trained else "exported"
+    return (f"{name}: {how} in {time.perf_counter() - start:.0f} s "
+            f"({size:.1f} MB of weights)")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--dest", type=Path,
+                        default=ROOT / "assets" / "models")
+    args = parser.parse_args(argv)
+    specs = {}
+    for nb in toc_notebooks():
+        for spec in translators(ROOT / nb):
+            specs[spec["checkpoint"]] = spec
+    args.dest.mkdir(parents=True, exist_ok=True)
+    for spec in specs.values():
+        print(export(spec, args.dest), flush=True)
+    # Models no notebook runs any more are not served.
+    for folder in args.dest.iterdir():
+        if folder.is_dir() and folder.name not in specs:
+            shutil.rmtree(folder)
+    print(f"{len(specs)} model(s) for the website in {args.dest}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,437 @@
+"""The website's live explorers and translators, in headless Chromium.
+
+Run with ``make browser`` after ``make book`` (a plain ``pytest`` skips
+this module, as it does tests/test_book_html.py, whose server and
+browser it shares).  Every page is read with the network cut off (any
+request to another host fails the test), and:
+
+- every control of every explorer changes what is drawn, from the
+  keyboard;
+- for two settings of each explorer the numbers drawn equal d2lmini's
+  (``masked_softmax``; the scaling statistics) to 1e-4;
+- the translators name the checkpoint their notebook evaluated, load it
+  only when opened, and translate 24 test-split sentences exactly as
+  ``d2lmini.decoding.translate`` does, attention weights to 1e-4;
+- bad input gets a visible answer, and a model that fails to load says
+  so;
+- page weights stay within their budgets.
+
+The numbers measured (page weights, load and translation times) are
+printed in a summary, not asserted: a test never asserts a time.
+"""
+
+import json
+import re
+import statistics
+from urllib.parse import unquote, urlsplit
+
+import numpy as np
+import pytest
+import torch
+from test_book_html import HTML, PAGES, browser, server, site  # noqa: F401
+
+pytestmark = pytest.mark.book
+
+# Uncompressed bytes each page loaded on the build of c304a63 (with the
+# widget manager, before the explorers ran in the page), measured in this
+# headless Chromium: no page without a model may be heavier.
+BUDGET_BEFORE = {
+    "chapters/index": 3.83e6,
+    "chapters/attention-scoring-functions": 7.83e6,
+    "chapters/bahdanau-attention": 8.10e6,
+    "chapters/multihead-attention": 8.36e6,
+}
+BUDGET_WITH_MODEL = 25e6
+TRANSLATOR_PAGES = {"chapters/bahdanau-attention": "additive",
+                    "chapters/multihead-attention": "multihead"}
+MEASURED = {}  # for the summary
+
+
+class Page:
+    """A page opened with the network cut off, recording what it loads
+    and every script or console error."""
+
+    def __init__(self, browser, server, doc, block=None):  # noqa: F811
+        self.doc, self.block = doc, block
+        self.context = browser.new_context(viewport={"width": 1280,
+                                                     "height": 900})
+        self.page = self.context.new_page()
+        self.paths, self.external, self.errors = [], [], []
+        self.page.route("**/*", self._route)
+        self.page.on("requestfinished", lambda r: self.paths.append(
+            unquote(urlsplit(r.url).path)))
+        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+        self.page.on("console", lambda m: self.errors.append(m.text)
+                     if m.type == "error" else None)
+        port = server.server_address[1]
+        self.page.goto(f"http://127.0.0.1:{port}/{doc}.html",
+                       wait_until="networkidle")
+
+    def _route(self, route):
+        url = route.request.url
+        if urlsplit(url).hostname != "127.0.0.1":
+            self.external.append(url)
+            return route.abort()
+        if self.block and re.search(self.block, url):
+            return route.abort()
+        return route.continue_()
+
+    def bytes_loaded(self):
+        """Uncompressed size of every distinct file the page loaded."""
+        files = {HTML / p.lstrip("/") for p in self.paths}
+        return sum(f.stat().st_size for f in files if f.is_file())
+
+    def close(self):
+        self.context.close()
+        assert not self.external, f"requests to other hosts: {self.external}"
+
+
+@pytest.fixture
+def open_page(browser, server):  # noqa: F811
+    pages = []
+
+    def opener(doc, block=None):
+        pages.append(Page(browser, server, doc, block))
+        return pages[-1]
+
+    yield opener
+    for p in pages:
+        p.close()
+
+
+def explorer_data(page, kind):
+    """The JSON data of the first explorer of a kind on the page."""
+    roots = page.page.locator(f'[data-d2l-live="{kind}"]')
+    assert roots.count() >= 1, f"{page.doc}: no {kind} explorer"
+    html = (HTML / f"{page.doc}.html").read_text(encoding="utf-8")
+    match = re.search(
+        rf'data-d2l-live="{kind}"><script type="application/json">'
+        r"(.*?)</script>", html, re.S)
+    return roots.first, json.loads(match.group(1))
+
+
+def drawn(root, selector="svg rect[data-value]"):
+    """The data-value of every cell drawn under root, as floats."""
+    return [float(v) for v in root.locator(selector).evaluate_all(
+        "els => els.map(e => e.dataset.value)")]
+
+
+def heatmap_values(root, rows, cols):
+    values = drawn(root.locator("svg.d2l-heatmap").first, "rect[data-row]")
+    assert len(values) == rows * cols, (len(values), rows, cols)
+    return np.array(values).reshape(rows, cols)
+
+
+# ---- explorers ------------------------------------------------------------
+
+@pytest.mark.parametrize("doc", PAGES)
+def test_every_control_changes_the_drawing(doc, open_page):
+    page = open_page(doc)
+    roots = page.page.locator("[data-d2l-live]")
+    changed = []
+    for i in range(roots.count()):
+        root = roots.nth(i)
+        assert root.get_attribute("data-d2l-mounted") == "1", (
+            f"{doc}: explorer {i} did not start: {page.errors}")
+        for k in range(root.locator("input[type=range]").count()):
+            control = root.locator("input[type=range]").nth(k)
+            before = root.locator(".d2l-chart").inner_html()
+            control.focus()
+            at_max = control.evaluate("e => e.value === e.max")
+            control.press("ArrowLeft" if at_max else "ArrowRight")
+            after = root.locator(".d2l-chart").inner_html()
+            assert after != before, (f"{doc}: moving control "
+                                     f"{control.get_attribute('name')} "
+                                     "changed nothing")
+            changed.append(control.get_attribute("name"))
+    assert not page.errors, f"{doc}: {page.errors}"
+    MEASURED.setdefault("controls", {})[doc] = changed
+
+
+def test_masked_softmax_explorer_draws_masked_softmax(open_page):
+    from d2lmini.attention import masked_softmax
+
+    page = open_page("chapters/attention-scoring-functions")
+    root, data = explorer_data(page, "masked-softmax")
+    scores = torch.tensor(data["scores"])
+    L, S = scores.shape
+    length = root.locator('input[name="valid-length"]')
+    temperature = root.locator('input[name="log-temperature"]')
+
+    def check(valid_len, log_tau):
+        assert int(length.input_value()) == valid_len
+        assert float(temperature.input_value()) == pytest.approx(log_tau)
+        tau = 10 ** log_tau
+        want = masked_softmax(scores[None].double() / tau,
+                              torch.tensor([valid_len]))[0]
+        got = heatmap_values(root, L, S)
+        np.testing.assert_allclose(got, want.numpy(), atol=1e-4)
+        labels = root.locator("svg.d2l-heatmap").get_attribute("aria-label")
+        assert f"{valid_len} valid" in labels
+        table = root.locator("details.d2l-numbers td").all_text_contents()
+        assert len(table) == L * S  # the text alternative: every number
+
+    check(data["valid_len"], np.log10(data["temperature"]))
+    length.focus()
+    length.press("Home")  # valid length 0: a row of zeros, not nan
+    check(0, 0.0)
+    length.press("End")
+    temperature.focus()
+    for _ in range(10):
+        temperature.press("ArrowRight")
+    check(S, 0.5)
+    assert not page.errors, page.errors
+
+
+def test_scaling_explorer_draws_the_statistics_of_its_scores(open_page):
+    import base64
+
+    page = open_page("chapters/attention-scoring-functions")
+    root, data = explorer_data(page, "scaling")
+    N, S = data["num_queries"], data["num_keys"]
+    slider = root.locator('input[name="size"]')
+
+    def check(d):
+        assert root.get_attribute("data-d") == str(d)
+        raw = np.frombuffer(base64.b64decode(data["scores"][str(d)]),
+                            dtype="<f4").astype(np.float64).reshape(N, S)
+        scaled = raw / np.sqrt(d)
+        top = lambda x: torch.softmax(torch.tensor(x), -1).max(-1).values \
+            .numpy()  # noqa: E731
+        want = {"std_raw": raw.std(), "std_scaled": scaled.std(),
+                "mean_largest_raw": top(raw).mean(),
+                "mean_largest_scaled": top(scaled).mean(),
+                "saturated_raw": (top(raw) > 0.9).mean(),
+                "saturated_scaled": (top(scaled) > 0.9).mean()}
+        got = json.loads(root.get_attribute("data-numbers"))
+        for name, value in want.items():
+            assert got[name] == pytest.approx(value, abs=1e-4), name
+        cells = root.locator("table.d2l-stats td").count()
+        assert cells == 6
+
+    check(data["d"])
+    slider.focus()
+    slider.press("ArrowRight")
+    check(data["dims"][data["dims"].index(data["d"]) + 1])
+    slider.press("Home")
+    check(data["dims"][0])
+    assert not page.errors, page.errors
+
+
+# ---- translators --------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def runs():
+    """The Python models of the translator pages, from the cache."""
+    from d2lmini.cache import fingerprint, train_or_load
+    from d2lmini.experiment import Recipe
+
+    found = {}
+    for doc in TRANSLATOR_PAGES:
+        html = (HTML / f"{doc}.html").read_text(encoding="utf-8")
+        spec = json.loads(re.search(
+            r'data-d2l-live="translator"><script type="application/json">'
+            r"(.*?)</script>", html, re.S).group(1))
+        recipe = Recipe(**spec["recipe"])
+        run = train_or_load(recipe, progress=False)
+        assert fingerprint(recipe, run.data) == spec["fingerprint"], (
+            f"{doc}: the page's checkpoint is not the model the cache "
+            "holds now; run `make execute` and `make book`")
+        found[doc] = (spec, recipe, run)
+    return found
+
+
+def open_translator(page):
+    root = page.page.locator('[data-d2l-live="translator"]').first
+    summary = root.locator("summary")
+    summary.focus()
+    summary.press("Enter")  # from the keyboard
+    page.page.wait_for_function(
+        """() => ['ready', 'error'].includes(document.querySelector(
+             '[data-d2l-live="translator"]').dataset.state)""",
+        timeout=60_000)
+    return root
+
+
+def served_manifest(spec):
+    folder = HTML / "_static" / "models" / spec["checkpoint"]
+    return json.loads((folder / "manifest.json").read_text())
+
+
+@pytest.mark.parametrize("doc", TRANSLATOR_PAGES)
+def test_translator_loads_the_evaluated_checkpoint_only_when_opened(
+        doc, open_page, runs):
+    spec, recipe, run = runs[doc]
+    page = open_page(doc)
+    root = page.page.locator('[data-d2l-live="translator"]').first
+    about = root.locator(".d2l-checkpoint").inner_text()
+    assert spec["checkpoint"] in about and recipe.key() in about
+    assert not any("models/" in p for p in page.paths), (
+        "the model loaded before the reader opened the box")
+    before = page.bytes_loaded()
+    assert before <= BUDGET_BEFORE[doc], (doc, before)
+    root = open_translator(page)
+    assert root.get_attribute("data-state") == "ready", page.errors
+    after = page.bytes_loaded()
+    assert after < BUDGET_WITH_MODEL, (doc, after)
+    manifest = served_manifest(spec)
+    assert manifest["fingerprint"] == spec["fingerprint"]
+    # The served weights are the cached checkpoint's, byte for byte.
+    import hashlib
+    weights = b"".join(v.detach().numpy().astype("<f4").tobytes()
+                       for v in run.model.state_dict().values())
+    assert hashlib.sha256(weights).hexdigest() == manifest["weights_sha256"]
+    MEASURED.setdefault("weights", {})[doc] = (
+        before, after, float(root.get_attribute("data-load-ms")))
+    assert not page.errors, page.errors
+
+
+@pytest.mark.parametrize("doc", TRANSLATOR_PAGES)
+def test_translator_equals_d2lmini_on_test_sentences(doc, open_page, runs):
+    from d2lmini.decoding import translate
+
+    spec, recipe, run = runs[doc]
+    sentences = [e for e, _ in run.data.test_pairs[:24]]
+    ours = translate(run.model, run.data, sentences)
+    page = open_page(doc)
+    open_translator(page)
+    theirs = page.page.evaluate(
+        """(ss) => ss.map((s) => document.querySelector(
+             '[data-d2l-live="translator"]').d2l.translate(s))""",
+        sentences)
+    worst = 0.0
+    for s, a, b in zip(sentences, ours, theirs):
+        assert b["srcTokens"] == a.src_tokens, s
+        assert b["outTokens"] == a.out_tokens, s
+        weights = a.attention if a.attention.dim() == 3 \
+            else a.attention[None]
+        diff = np.abs(np.array(b["attention"]) - weights.numpy()).max()
+        worst = max(worst, float(diff))
+    assert worst < 1e-4
+    MEASURED.setdefault("parity", {})[doc] = (len(sentences), worst)
+    assert not page.errors, page.errors
+
+
+def type_sentence(page, root, text):
+    count = int(root.get_attribute("data-translations") or 0)
+    box = root.locator("input[type=text]")
+    box.fill(text)
+    box.press("Enter")
+    if text.strip():
+        page.page.wait_for_function(
+            f"""() => Number(document.querySelector(
+                 '[data-d2l-live="translator"]').dataset.translations)
+                 > {count}""")
+
+
+@pytest.mark.parametrize("doc", TRANSLATOR_PAGES)
+def test_translator_box_from_the_keyboard(doc, open_page, runs):
+    from d2lmini.decoding import translate
+
+    spec, recipe, run = runs[doc]
+    page = open_page(doc)
+    root = open_translator(page)
+    ten = "i think we should go home before it gets dark ."
+    assert len(ten.split()) == 11  # ten words and a full stop
+    times = []
+    for _ in range(5):
+        type_sentence(page, root, ten)
+        times.append(float(root.get_attribute("data-last-ms")))
+    ours = translate(run.model, run.data, [ten])[0]
+    assert root.locator(".d2l-output").inner_text() == \
+        "French: " + ours.text
+    rows, cols = len(ours.out_tokens), len(ours.src_tokens)
+    maps = ours.attention if ours.attention.dim() == 3 \
+        else ours.attention[None]
+    np.testing.assert_allclose(heatmap_values(root, rows, cols),
+                               maps.mean(0).numpy(), atol=1e-4)
+    label = root.locator("svg.d2l-heatmap").get_attribute("aria-label")
+    assert ours.out_tokens[0] in label and root.locator(
+        "details.d2l-numbers td").count() == rows * cols
+    if spec["num_heads"] > 1:
+        head = root.locator("select")
+        head.focus()
+        head.press("ArrowDown")  # mean -> head 1
+        np.testing.assert_allclose(heatmap_values(root, rows, cols),
+                                   maps[0].numpy(), atol=1e-4)
+        assert "(head 1)" in root.locator("svg.d2l-heatmap text").first \
+            .text_content()
+    example = root.locator(".d2l-examples button").first
+    example.focus()
+    example.press("Enter")
+    assert root.locator("input[type=text]").input_value() == \
+        spec["examples"][0]
+    MEASURED.setdefault("enter_to_heatmap_ms", {})[doc] = (
+        statistics.median(times), min(times), max(times))
+    assert not page.errors, page.errors
+
+
+def test_translator_answers_bad_input_visibly(open_page, runs):
+    doc = "chapters/bahdanau-attention"
+    spec, recipe, run = runs[doc]
+    T = run.data.num_steps
+    page = open_page(doc)
+    root = open_translator(page)
+    status = root.locator(".d2l-status")
+    notes = root.locator(".d2l-note")
+    for empty in ("", "   \t "):
+        type_sentence(page, root, empty)
+        assert status.is_visible() and "Type an English sentence" in \
+            status.inner_text()
+        assert root.locator("svg.d2l-heatmap").count() == 0
+    type_sentence(page, root, "?!")
+    assert "only punctuation" in notes.inner_text()
+    assert root.locator("svg.d2l-heatmap").count() == 1
+    assert "Type an English" not in status.inner_text()
+    type_sentence(page, root, "the zorglub is blue .")
+    assert "read as <unk>: zorglub" in notes.inner_text()
+    labels = root.locator("svg.d2l-heatmap text").all_text_contents()
+    assert "<unk>" in labels
+    words = ("one two three four five six seven eight nine ten eleven "
+             "twelve thirteen fourteen fifteen").split()
+    type_sentence(page, root, " ".join(words))
+    assert f"only the first {T} of its {len(words)} words" in \
+        notes.inner_text()
+    cols = root.locator("svg.d2l-heatmap rect[data-row='0']").count()
+    assert cols == T
+    assert not page.errors, page.errors
+
+
+def test_translator_says_when_the_model_fails_to_load(open_page):
+    page = open_page("chapters/multihead-attention", block=r"weights\.bin$")
+    root = open_translator(page)
+    assert root.get_attribute("data-state") == "error"
+    status = root.locator(".d2l-status")
+    assert status.is_visible() and "could not be loaded" in \
+        status.inner_text()
+    assert status.get_attribute("role") == "alert"
+    # Only the blocked request's own console message, no script error.
+    assert all("Failed to load resource" in e or "weights.bin" in e
+               for e in page.errors), page.errors
+
+
+@pytest.mark.parametrize("doc", [d for d in PAGES
+                                 if d not in TRANSLATOR_PAGES])
+def test_pages_without_a_model_stay_within_their_weight(doc, open_page):
+    page = open_page(doc)
+    loaded = page.bytes_loaded()
+    assert loaded <= BUDGET_BEFORE[doc], (doc, loaded)
+    MEASURED.setdefault("weights", {})[doc] = (loaded, None, None)
+
+
+def test_live_summary(capsys):
+    """Print what the browser measured (not a check of time)."""
+    with capsys.disabled():
+        print("\nlive site:")
+        for doc, (before, after, load) in sorted(
+                MEASURED.get("weights", {}).items()):
+            more = f", {after / 1e6:.2f} MB with the model loaded in " \
+                f"{load:.0f} ms" if after else ""
+            print(f"  {doc}: {before / 1e6:.2f} MB{more}")
+        for doc, (n, worst) in MEASURED.get("parity", {}).items():
+            print(f"  {doc}: {n} test sentences equal, max |weight "
+                  f"difference| {worst:.1e}")
+        for doc, (med, lo, hi) in MEASURED.get(
+                "enter_to_heatmap_ms", {}).items():
+            print(f"  {doc}: Enter to heatmap, 10 words: median "
+                  f"{med:.0f} ms (min {lo:.0f}, max {hi:.0f})")
