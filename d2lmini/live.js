@@ -525,7 +525,10 @@
   async function fetchBytes(url, onProgress) {
     const response = await fetch(url);
     if (!response.ok) throw new Error(`${url}: HTTP ${response.status}`);
-    const total = Number(response.headers.get("Content-Length")) || 0;
+    // Progress needs the length of what the body holds: unknown when the
+    // server compresses the file (Content-Length is then the gzip size).
+    const total = response.headers.get("Content-Encoding") ? 0
+      : Number(response.headers.get("Content-Length")) || 0;
     if (!response.body || !total) return response.arrayBuffer();
     const reader = response.body.getReader(), bytes = new Uint8Array(total);
     let done = 0;
@@ -561,8 +564,10 @@
   // ---- explorer: translator ---------------------------------------------
   const WORD = /[\p{L}\p{N}]/u;
 
-  function sourceNotes(model, src) {
+  /** What a reader should know of the words the model read. */
+  function sourceNotes(model, words) {
     const m = model.manifest, T = m.num_steps, notes = [];
+    const src = {tokens: words};
     const read = src.tokens.slice(0, T);
     const unknown = [...new Set(read.filter((tok) => !model.srcIndex.has(tok)))];
     if (!src.tokens.some((tok) => WORD.test(tok))) {
@@ -650,7 +655,6 @@
         last = null;
         return;
       }
-      const src = readSource(model, sentence);
       last = translate(model, sentence);
       status.className = "d2l-status";
       status.textContent = "";
@@ -659,7 +663,7 @@
       output.appendChild(document.createTextNode(last.tokens.join(" ") || "(empty)"));
       if (!last.finished) output.appendChild(document.createTextNode(
         ` (stopped after ${last.tokens.length} tokens without <eos>)`));
-      const found = sourceNotes(model, src);
+      const found = sourceNotes(model, last.words);
       notes.textContent = found.length ? `Your sentence: ${found.join("; ")}.` : "";
       show(last);
       requestAnimationFrame(() => {
@@ -737,6 +741,10 @@
     for (const node of (doc || document).querySelectorAll("[data-d2l-live]")) {
       if (node.dataset.d2lMounted) continue;
       node.dataset.d2lMounted = "1";
+      // JupyterLab: keys typed in an explorer are not notebook shortcuts
+      // (its notebook would cancel the arrow keys of the sliders).
+      node.setAttribute("data-lm-suppress-shortcuts", "true");
+      node.addEventListener("keydown", (event) => event.stopPropagation());
       const script = node.querySelector('script[type="application/json"]');
       const data = JSON.parse(script.textContent);
       node.replaceChildren();  // drops the "needs JavaScript" note

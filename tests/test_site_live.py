@@ -435,3 +435,77 @@ def test_live_summary(capsys):
                 "enter_to_heatmap_ms", {}).items():
             print(f"  {doc}: Enter to heatmap, 10 words: median "
                   f"{med:.0f} ms (min {lo:.0f}, max {hi:.0f})")
+
+
+# ---- the same explorers in JupyterLab -------------------------------------
+
+JUPYTER_NB = {
+    "cells": [{"cell_type": "code", "execution_count": None, "metadata": {},
+               "outputs": [], "source": [
+                   "from d2lmini.live import masked_softmax_explorer\n",
+                   "masked_softmax_explorer()"]}],
+    "metadata": {"kernelspec": {"display_name": "Python 3", "name": "python3",
+                                "language": "python"}},
+    "nbformat": 4, "nbformat_minor": 5}
+
+
+@pytest.fixture
+def jupyterlab(tmp_path):
+    """JupyterLab on 127.0.0.1 serving a notebook with an explorer."""
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    (tmp_path / "live.ipynb").write_text(json.dumps(JUPYTER_NB))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    lab = subprocess.Popen(
+        [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root",
+         f"--port={port}", "--ServerApp.ip=127.0.0.1",
+         "--IdentityProvider.token=", "--ServerApp.password=",
+         f"--ServerApp.root_dir={tmp_path}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(120):
+            try:
+                urllib.request.urlopen(f"{url}/api/status", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.5)
+        else:
+            pytest.fail("JupyterLab did not start within 60 s")
+        yield url
+    finally:
+        lab.terminate()
+        lab.wait(timeout=30)
+
+
+def test_explorer_is_live_in_jupyterlab(jupyterlab, browser):  # noqa: F811
+    context = browser.new_context(viewport={"width": 1200, "height": 900})
+    page = context.new_page()
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    try:
+        page.goto(f"{jupyterlab}/lab/tree/live.ipynb",
+                  wait_until="networkidle")
+        page.locator(".jp-Cell .jp-InputArea-editor").first.click(
+            timeout=60_000)
+        page.keyboard.press("Shift+Enter")  # run the cell: a trusted output
+        page.wait_for_selector("[data-d2l-mounted='1']", timeout=60_000)
+        root = page.locator("[data-d2l-live]").first
+        slider = root.locator('input[name="valid-length"]')
+        before = root.locator(".d2l-chart").inner_html()
+        slider.focus()
+        slider.press("ArrowRight")  # JupyterLab must not take the key
+        assert root.get_attribute("data-valid-length") == "5"
+        assert root.locator(".d2l-chart").inner_html() != before
+        box = slider.bounding_box()
+        page.mouse.click(box["x"] + 2, box["y"] + box["height"] / 2)
+        assert root.get_attribute("data-valid-length") == "0"
+    finally:
+        context.close()
+    assert not errors, errors
