@@ -17,6 +17,7 @@ _NAMES = {
     "utils": ("set_seed", "check_shape"),
     "attention": ("masked_softmax", "valid_mask", "DotProductAttention",
                   "AdditiveAttention", "MultiHeadAttention"),
+    "pooling": ("nadaraya_watson", "NWKernelRegression"),
     "corpus": ("read_pairs", "preprocess", "tokenize"),
     "data": ("Vocab", "MTFraEng"),
     "seq2seq": ("Seq2SeqEncoder", "Seq2SeqDecoder", "Seq2Seq"),

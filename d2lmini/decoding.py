@@ -49,7 +49,30 @@ class Decoded(NamedTuple):
     finished: bool
 
 
-def greedy_decode(model, src, src_valid_len, bos, eos, max_len):
+def _restrict_attention(state, attend):
+    """The decoder state with its attention limited to ``attend`` (B, S),
+    True = may attend, on top of the padding mask."""
+    memory = getattr(state, "memory", None)
+    if memory is None or not hasattr(memory, "mask"):
+        raise TypeError("attend= needs a decoder with attention (its state "
+                        "has no attention memory)")
+    keys = memory.keys  # (B or B * h, S, ...)
+    B, S = attend.shape
+    if keys.shape[1] != S or keys.shape[0] % B:
+        raise ValueError(f"attend {tuple(attend.shape)} does not fit the "
+                         f"attention keys {tuple(keys.shape[:2])}")
+    mask = memory.mask
+    if mask is None:
+        mask = torch.ones(keys.shape[0], 1, S, dtype=torch.bool,
+                          device=keys.device)
+    # Heads are folded into the batch head-inner, as split_mask does.
+    extra = attend.to(mask.device).repeat_interleave(
+        keys.shape[0] // B, 0)[:, None, :]
+    return state._replace(memory=memory._replace(mask=mask & extra))
+
+
+def greedy_decode(model, src, src_valid_len, bos, eos, max_len, *,
+                  attend=None):
     """Translate a batch greedily, stopping each sentence at ``<eos>``.
 
     Runs in eval mode under ``torch.no_grad()`` and then restores every
@@ -66,11 +89,23 @@ def greedy_decode(model, src, src_valid_len, bos, eos, max_len):
             None (every source position is valid).
         bos, eos: int ids of ``<bos>`` and ``<eos>`` in the target vocab.
         max_len: the most steps to decode (an int >= 1).
+        attend: optional (B, S) bool tensor, True where the decoder may
+            attend: masks source positions out of the attention (the
+            encoder still reads them), e.g. to test what a heatmap's
+            peak is worth.
 
     Returns:
         A list of B ``Decoded``.
     """
     _check_decode_args(src, src_valid_len, bos, eos, max_len)
+    if attend is not None and (not torch.is_tensor(attend)
+                               or attend.dtype != torch.bool
+                               or attend.shape != src.shape):
+        raise ValueError(
+            f"attend must be a bool tensor of the shape of src "
+            f"{tuple(src.shape)}, got "
+            f"{getattr(attend, 'dtype', type(attend).__name__)} "
+            f"{tuple(getattr(attend, 'shape', ()))}")
     modes = [(m, m.training) for m in model.modules()]
     device = next(model.parameters()).device
     src = src.to(device)
@@ -81,6 +116,8 @@ def greedy_decode(model, src, src_valid_len, bos, eos, max_len):
         with torch.no_grad():
             state = model.decoder.init_state(
                 model.encoder(src, src_valid_len), src_valid_len)
+            if attend is not None:
+                state = _restrict_attention(state, attend.to(device))
             Y = torch.full((len(src), 1), bos, device=device)  # (B, 1)
             done = torch.zeros(len(src), dtype=torch.bool, device=device)
             outputs, weights = [], []

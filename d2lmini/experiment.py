@@ -254,6 +254,7 @@ class EvalResult(NamedTuple):
     references: list
     decode_time: float  # seconds of greedy decoding
     details: str  # sacreBLEU's line for the multi-reference BLEU
+    signature: str  # sacreBLEU's signatures of that BLEU and of the chrF
 
 
 def _sources(data, split):
@@ -295,10 +296,11 @@ def evaluate(model, data, split="test", *, sources=None, batch_size=250):
     single = [refs[:1] for refs in references]
     book = [metrics.bleu(h, refs[0], k=2) if h else 0.0
             for h, refs in zip(hypotheses, references)]
+    chrf = metrics.corpus_chrf(hypotheses, references)
     return EvalResult(
         split, score.score,
-        metrics.corpus_bleu(hypotheses, single).score,
-        metrics.corpus_chrf(hypotheses, references).score,
+        metrics.corpus_bleu(hypotheses, single).score, chrf.score,
         sum(book) / len(book),
         sum(h in refs for h, refs in zip(hypotheses, references)),
-        sources, hypotheses, references, decode_time, str(score))
+        sources, hypotheses, references, decode_time, str(score),
+        f"BLEU {score.signature}; chrF2 {chrf.signature}")

@@ -16,11 +16,13 @@ import collections
 import math
 
 import sacrebleu
+import torch
 
 from .utils import check_int
 
-__all__ = ["LengthBucket", "bleu", "bleu_by_length", "corpus_bleu",
-           "corpus_chrf"]
+__all__ = ["LengthBucket", "bleu", "bleu_by_length", "bleu_of_stats",
+           "corpus_bleu", "corpus_chrf", "paired_bootstrap",
+           "sentence_stats"]
 
 LengthBucket = collections.namedtuple(
     "LengthBucket", ["low", "high", "count", "score"])
@@ -127,23 +129,33 @@ def corpus_bleu(hypotheses, references, tokenize="none"):
 
     Returns:
         sacreBLEU's ``BLEUScore``: ``score`` (0-100), ``precisions``,
-        ``bp``, ``sys_len``, ``ref_len``; ``str()`` gives the usual line.
+        ``bp``, ``sys_len``, ``ref_len``; ``str()`` gives the usual line;
+        ``signature``, sacreBLEU's signature of the settings (e.g.
+        ``nrefs:var|case:mixed|eff:no|tok:none|smooth:exp|version:...``),
+        to print next to the score.
     """
     hyps, streams = _ref_streams(hypotheses, references)
     # force=True only silences the "tokenized period" warning, which is
     # expected for pre-tokenized text; it does not change the score
-    return sacrebleu.corpus_bleu(
-        hyps, streams, tokenize=tokenize, force=tokenize == "none")
+    metric = sacrebleu.metrics.BLEU(tokenize=tokenize,
+                                    force=tokenize == "none")
+    score = metric.corpus_score(hyps, streams)
+    score.signature = str(metric.get_signature())
+    return score
 
 
 def corpus_chrf(hypotheses, references):
     """Corpus chrF by sacreBLEU, with the same inputs as ``corpus_bleu``.
 
     Returns:
-        sacreBLEU's ``CHRFScore``; ``score`` is in 0-100.
+        sacreBLEU's ``CHRFScore``; ``score`` is in 0-100, ``signature``
+        as for ``corpus_bleu``.
     """
     hyps, streams = _ref_streams(hypotheses, references)
-    return sacrebleu.corpus_chrf(hyps, streams)
+    metric = sacrebleu.metrics.CHRF()
+    score = metric.corpus_score(hyps, streams)
+    score.signature = str(metric.get_signature())
+    return score
 
 
 def bleu_by_length(src_sentences, hypotheses, references, bins,
@@ -192,3 +204,53 @@ def bleu_by_length(src_sentences, hypotheses, references, bins,
                                 tokenize=tokenize).score
         buckets.append(LengthBucket(lo, hi, len(idx), score))
     return buckets
+
+
+def sentence_stats(hypotheses, references):
+    """Each sentence's BLEU sufficient statistics (tokenize='none').
+
+    Corpus BLEU adds these up over the sentences: the matches and totals
+    of 1- to 4-grams, the output length and the reference length.
+
+    Returns:
+        An (N, 10) integer tensor, one row per hypothesis.
+    """
+    _ref_streams(hypotheses, references)  # checks the inputs
+    metric, rows = sacrebleu.metrics.BLEU(tokenize="none", force=True), []
+    for hyp, refs in zip(hypotheses, references):
+        s = metric.corpus_score([hyp], [[ref] for ref in refs])
+        rows.append(s.counts + s.totals + [s.sys_len, s.ref_len])
+    return torch.tensor(rows, dtype=torch.long)
+
+
+def bleu_of_stats(stats):
+    """Corpus BLEU (0-100) from summed ``sentence_stats`` (10 numbers)."""
+    c = [int(x) for x in stats]
+    return sacrebleu.metrics.BLEU.compute_bleu(
+        c[:4], c[4:8], c[8], c[9], "exp").score
+
+
+def paired_bootstrap(hyps_a, hyps_b, references, num_draws=1000, seed=0):
+    """Corpus BLEU(a) - BLEU(b) and its 95 % paired bootstrap interval.
+
+    The test set is redrawn ``num_draws`` times with replacement, the
+    same redraws for both systems (Koehn, 2004); the interval holds the
+    middle 95 % of the differences.
+
+    Returns:
+        ``(difference, low, high)`` in BLEU points.
+    """
+    check_int("num_draws", num_draws)
+    if len(hyps_a) != len(hyps_b):
+        raise ValueError(f"the two systems have {len(hyps_a)} and "
+                         f"{len(hyps_b)} outputs; pass one per source each")
+    a = sentence_stats(hyps_a, references)
+    b = sentence_stats(hyps_b, references)
+    generator = torch.Generator().manual_seed(seed)
+    N, diffs = len(a), []
+    for _ in range(num_draws):
+        i = torch.randint(N, (N,), generator=generator)
+        diffs.append(bleu_of_stats(a[i].sum(0)) - bleu_of_stats(b[i].sum(0)))
+    low, high = torch.tensor(diffs, dtype=torch.float64).quantile(
+        torch.tensor([0.025, 0.975], dtype=torch.float64)).tolist()
+    return (bleu_of_stats(a.sum(0)) - bleu_of_stats(b.sum(0)), low, high)

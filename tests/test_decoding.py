@@ -213,3 +213,33 @@ def test_decoding_without_attention_or_valid_lengths():
     model = make_model("additive")
     decoded = greedy_decode(model, src, None, BOS, EOS, max_len=4)
     assert decoded[0].attention.shape[1] == src.shape[1]  # every key
+
+
+@pytest.mark.parametrize("kind", ["copy", "multihead"])
+def test_attend_masks_source_positions_out_of_the_attention(kind,
+                                                            copy_model):
+    model = copy_model if kind == "copy" else make_model("multihead")
+    src, _, lens, _ = copy_batch(torch.Generator().manual_seed(3), B=5)
+    everything = torch.ones_like(src, dtype=torch.bool)
+    free = greedy_decode(model, src, lens, BOS, EOS, 9)
+    same = greedy_decode(model, src, lens, BOS, EOS, 9, attend=everything)
+    for a, b in zip(free, same):
+        assert a.ids == b.ids
+        torch.testing.assert_close(a.attention, b.attention)
+    attend = everything.clone()
+    attend[:, 0] = False  # nobody may look at the first token
+    cut = greedy_decode(model, src, lens, BOS, EOS, 9, attend=attend)
+    for d in cut:
+        assert torch.all(d.attention[..., 0] == 0)
+        torch.testing.assert_close(d.attention.sum(-1),
+                                   torch.ones(d.attention.shape[:-1]))
+    if kind == "copy":  # the copy model needs the first token
+        assert any(a.ids != b.ids for a, b in zip(free, cut))
+
+
+def test_attend_rejects_a_mask_of_the_wrong_shape_or_type(copy_model):
+    src, _, lens, _ = copy_batch(torch.Generator().manual_seed(3), B=5)
+    for bad in (torch.ones(5, 3, dtype=torch.bool),
+                torch.ones_like(src)):
+        with pytest.raises(ValueError, match="attend must be a bool"):
+            greedy_decode(copy_model, src, lens, BOS, EOS, 9, attend=bad)

@@ -13,8 +13,11 @@ from d2lmini.metrics import (
     LengthBucket,
     bleu,
     bleu_by_length,
+    bleu_of_stats,
     corpus_bleu,
     corpus_chrf,
+    paired_bootstrap,
+    sentence_stats,
 )
 
 
@@ -155,3 +158,37 @@ def test_bleu_by_length_validation():
         bleu_by_length(["a"], ["x"], [["x"]], [5, 2])
     with pytest.raises(ValueError, match="1 source sentences but 2"):
         bleu_by_length(["a"], ["x", "y"], [["x"], ["y"]], [0, 9])
+
+
+def test_scores_carry_sacrebleu_signatures():
+    hyps = ["il a un chien .", "va !"]
+    refs = [["il a un chien .", "il a un chat ."], ["va !"]]
+    bleu = corpus_bleu(hyps, refs)
+    assert bleu.signature.startswith("nrefs:var|case:mixed|eff:no|tok:none")
+    assert "version:" + sacrebleu.__version__ in bleu.signature
+    assert "tok:13a" in corpus_bleu(hyps, refs, tokenize="13a").signature
+    assert corpus_chrf(hyps, refs).signature.startswith("nrefs:var|")
+
+
+def test_sentence_stats_add_up_to_corpus_bleu():
+    hyps = ["il a un chien .", "je suis là .", "va !", "<unk> ."]
+    refs = [["il a un chat ."], ["je suis ici .", "je suis là ."],
+            ["va !"], ["c'est ça ."]]
+    total = sentence_stats(hyps, refs).sum(0)
+    assert bleu_of_stats(total) == pytest.approx(
+        corpus_bleu(hyps, refs).score)
+
+
+def test_paired_bootstrap_of_a_system_against_itself_is_zero():
+    hyps = ["il a un chien .", "je suis là .", "va !", "<unk> ."] * 5
+    refs = [["il a un chat ."], ["je suis là ."], ["va !"],
+            ["c'est ça ."]] * 5
+    assert paired_bootstrap(hyps, hyps, refs, num_draws=50) == (0, 0, 0)
+    worse = ["non ." if h == "je suis là ." else h for h in hyps]
+    diff, low, high = paired_bootstrap(hyps, worse, refs, num_draws=200)
+    assert diff == pytest.approx(corpus_bleu(hyps, refs).score
+                                 - corpus_bleu(worse, refs).score)
+    assert 0 < low <= diff <= high
+    assert paired_bootstrap(hyps, worse, refs, 200) == (diff, low, high)
+    with pytest.raises(ValueError, match="one per source"):
+        paired_bootstrap(hyps, worse[:-1], refs)
