@@ -13,7 +13,8 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all book test unit lint notebooks nbval execute browser lab models \
         benchmark benchmark-seq2seq benchmark-quality benchmark-robustness \
-        benchmark-packed-gru vendor chromium clean distclean
+        benchmark-packed-gru benchmark-step-time benchmark-seeds vendor \
+        chromium clean distclean
 
 all: book
 
@@ -116,6 +117,16 @@ benchmark-quality: $(STAMP)
 # models go through the checkpoint cache.)
 benchmark-robustness: $(STAMP)
 	$(BIN)/python benchmarks/robustness.py $(ARGS)
+
+# Training time per step of the chapter's decoders, as ratios (about 2
+# minutes; the Bahdanau section's equal-time baseline comes from it).
+benchmark-step-time: $(STAMP)
+	$(BIN)/python benchmarks/step_time.py $(ARGS)
+
+# The chapter's comparisons over seeds 0, 1 and 2 (about 25 minutes; the
+# models go through the checkpoint cache); writes benchmarks/results/.
+benchmark-seeds: $(STAMP)
+	$(BIN)/python benchmarks/seeds.py $(ARGS)
 
 # The hand-written packed GRU path against nn.GRU on a PackedSequence.
 benchmark-packed-gru: $(STAMP)

@@ -1,0 +1,108 @@
+"""The chapter's comparisons, repeated over seeds.
+
+Usage::
+
+    python benchmarks/seeds.py [--seeds 0 1 2] [--out FILE]
+
+The notebooks train one seed of each model.  This script trains the
+chapter's recipe with each seed for the five decoders that the Bahdanau
+and multi-head sections compare (additive attention; no attention at
+equal steps and at equal time; one head and eight heads of scaled
+dot-product attention), scores each on the held-out test split, and
+gives for each seed the four paired differences of BLEU with their 95 %
+bootstrap intervals (``d2lmini.metrics.paired_bootstrap``):
+
+- additive - none, equal steps;
+- additive - none, equal time (the steps of ``EQUAL_TIME_STEPS``);
+- 8 heads - 1 head;
+- 1 head - additive.
+
+The seed changes the initialization and the order of the batches; the
+data split and the vocabularies stay the same.  The models go through
+the checkpoint cache (seed 0 is the notebooks' own), so a second run
+only evaluates.  The results go to ``benchmarks/results/seeds.json``,
+which the notebooks quote.  About 25 minutes on 2 CPU cores from an empty
+cache.  Needs the corpus (``D2LMINI_DATA_DIR``).
+"""
+
+import argparse
+import datetime
+import json
+import platform
+import statistics
+from pathlib import Path
+
+import torch
+
+from d2lmini.cache import train_or_load
+from d2lmini.experiment import CHAPTER_RECIPE, evaluate
+from d2lmini.metrics import paired_bootstrap
+
+ROOT = Path(__file__).resolve().parent.parent
+# The Bahdanau section's: 1000 x 65.2 / 52.8 ms per step, rounded
+# (benchmarks/step_time.py).
+EQUAL_TIME_STEPS = 1235
+DECODERS = {
+    "additive": {"attention": "additive"},
+    "none": {"attention": "none"},
+    "none, equal time": {"attention": "none",
+                         "max_steps": EQUAL_TIME_STEPS},
+    "1 head": {"attention": "multihead", "num_heads": 1},
+    "8 heads": {"attention": "multihead", "num_heads": 8},
+}
+COMPARISONS = {
+    "additive - none, equal steps": ("additive", "none"),
+    "additive - none, equal time": ("additive", "none, equal time"),
+    "8 heads - 1 head": ("8 heads", "1 head"),
+    "1 head - additive": ("1 head", "additive"),
+}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--out", type=Path,
+                        default=ROOT / "benchmarks" / "results" /
+                        "seeds.json")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(2)
+    rows = []
+    for seed in args.seeds:
+        scored = {}
+        for name, fields in DECODERS.items():
+            recipe = CHAPTER_RECIPE.replace(seed=seed, **fields)
+            run = train_or_load(recipe, progress=False)
+            scored[name] = evaluate(run.model, run.data)
+            print(f"seed {seed} {name:17} BLEU {scored[name].bleu:5.2f}"
+                  f"{'  (trained)' if run.trained else ''}", flush=True)
+        row = {"seed": seed,
+               "bleu": {n: r.bleu for n, r in scored.items()},
+               "comparisons": {}}
+        for label, (a, b) in COMPARISONS.items():
+            diff, low, high = paired_bootstrap(
+                scored[a].hypotheses, scored[b].hypotheses,
+                scored[a].references)
+            row["comparisons"][label] = [diff, low, high]
+        rows.append(row)
+    signature = scored["additive"].signature
+    print(f"\nHeld-out BLEU by seed ({signature}):")
+    for label in COMPARISONS:
+        diffs = [r["comparisons"][label] for r in rows]
+        cells = "  ".join(f"{d:+6.2f} [{lo:+.2f}, {hi:+.2f}]"
+                          for d, lo, hi in diffs)
+        print(f"{label:30} {cells}  mean "
+              f"{statistics.mean(d for d, _, _ in diffs):+.2f}")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({
+        "script": "benchmarks/seeds.py",
+        "date": datetime.date.today().isoformat(),
+        "machine": f"{platform.machine()}, {torch.get_num_threads()} "
+                   "CPU threads",
+        "torch": torch.__version__, "signature": signature,
+        "equal_time_steps": EQUAL_TIME_STEPS, "seeds": rows}, indent=1)
+        + "\n")
+    print(f"written to {args.out}")
+
+
+if __name__ == "__main__":
+    main()
