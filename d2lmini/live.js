@@ -6,6 +6,8 @@
  *   the weights heatmap;
  * - scaling: a slider for the size d of queries and keys over histograms
  *   of the scores and of each query's largest softmax weight;
+ * - kernel regression: Nadaraya-Watson attention pooling with a width
+ *   slider, a kernel choice and a marked query whose weights are drawn;
  * - translator: a trained d2lmini Seq2Seq (GRU encoder, GRU decoder with
  *   additive or multi-head attention) run in the page from the weights
  *   that scripts/export_models.py exported, greedy decoding included.
@@ -350,6 +352,138 @@
       rootEl.dataset.numbers = JSON.stringify(n);
     }
     slider.input.addEventListener("input", draw);
+    draw();
+  }
+
+  // ---- explorer: kernel regression (attention pooling) -------------------
+  /** d2lmini.pooling.kernel_scores for one query: [scores, mask]. */
+  function kernelScores(kernel, x, keys, width) {
+    const scores = [], mask = [];
+    for (const k of keys) {
+      const u = (x - k) / width;
+      if (kernel === "gaussian") { scores.push(-u * u / 2); mask.push(true); }
+      else if (kernel === "constant") { scores.push(0); mask.push(true); }
+      else if (kernel === "boxcar") { scores.push(0); mask.push(Math.abs(u) <= 1); }
+      else {  // epanechnikov
+        const inside = Math.abs(u) < 1;
+        scores.push(inside ? Math.log1p(-u * u) : 0); mask.push(inside);
+      }
+    }
+    return [scores, mask];
+  }
+
+  /** masked_softmax of one row with a boolean mask (zeros if none). */
+  function maskedSoftmaxMask(scores, mask) {
+    const out = new Array(scores.length).fill(0);
+    let max = -Infinity;
+    scores.forEach((s, j) => { if (mask[j]) max = Math.max(max, s); });
+    if (max === -Infinity) return out;
+    let sum = 0;
+    scores.forEach((s, j) => { if (mask[j]) { out[j] = Math.exp(s - max); sum += out[j]; } });
+    return out.map((w) => w / sum);
+  }
+
+  function nadarayaWatson(kernel, queries, keys, values, width) {
+    const weights = queries.map((x) => maskedSoftmaxMask(...kernelScores(kernel, x, keys, width)));
+    const preds = weights.map((w) => w.reduce((a, wi, j) => a + wi * values[j], 0));
+    return [preds, weights];
+  }
+
+  function curves(parent, opts) {
+    const {xs, lines, points, stems, marker, title, label} = opts;
+    const W = 560, H = 300, L = 44, R = 12, T = 26, B = 34, stemH = 60;
+    const all = [...lines.flatMap((l) => l.ys), ...points.ys];
+    const lo = Math.min(...all), hi = Math.max(...all);
+    const x0 = Math.min(...xs, ...points.xs), x1 = Math.max(...xs, ...points.xs);
+    const sx = (x) => L + (x - x0) / (x1 - x0) * (W - L - R);
+    const top = H - B - stemH - 10;
+    const sy = (y) => top - (y - lo) / (hi - lo || 1) * (top - T);
+    const chart = svg("svg", {class: "d2l-curves", role: "img", width: W, height: H,
+                              viewBox: `0 0 ${W} ${H}`, "aria-label": label}, parent);
+    svg("text", {x: L, y: 16, "font-size": 12, "font-weight": "bold"}, chart, title);
+    svg("line", {x1: L, y1: top, x2: W - R, y2: top, stroke: "#999"}, chart);
+    svg("line", {x1: L, y1: T, x2: L, y2: top, stroke: "#999"}, chart);
+    [lo, hi].forEach((v) => svg("text", {x: L - 4, y: sy(v) + 4, "font-size": 10,
+                                         "text-anchor": "end"}, chart, fmt(v, 1)));
+    lines.forEach((line, k) => {
+      const d = xs.map((x, i) => `${i ? "L" : "M"}${sx(x).toFixed(1)},${sy(line.ys[i]).toFixed(1)}`).join("");
+      svg("path", {d, fill: "none", stroke: line.colour, "stroke-width": line.width || 2,
+                   "stroke-dasharray": line.dash || "none", "data-line": k}, chart);
+    });
+    points.xs.forEach((x, i) => svg("circle", {cx: sx(x), cy: sy(points.ys[i]), r: 2.5,
+                                               fill: PAIR[1], "fill-opacity": 0.8}, chart));
+    if (marker !== undefined) {
+      svg("line", {x1: sx(marker), x2: sx(marker), y1: T, y2: H - B, stroke: "#444",
+                   "stroke-dasharray": "2 3"}, chart);
+    }
+    // The weights of the marked query on each key, as stems.
+    const base = H - B, peak = Math.max(...stems, 1e-12);
+    svg("line", {x1: L, y1: base, x2: W - R, y2: base, stroke: "#999"}, chart);
+    stems.forEach((w, j) => {
+      if (w <= 0) return;
+      const x = sx(points.xs[j]);
+      const stem = svg("line", {x1: x, x2: x, y1: base, y2: base - w / peak * stemH,
+                                stroke: PAIR[0], "stroke-width": 2, "data-key": j,
+                                "data-value": String(w)}, chart);
+      svg("title", {}, stem, `key x = ${fmt(points.xs[j], 2)}: weight ${fmt(w, 3)}`);
+    });
+    svg("text", {x: L - 4, y: base - stemH + 4, "font-size": 10, "text-anchor": "end"},
+        chart, fmt(peak, 2));
+    svg("text", {x: (L + W - R) / 2, y: H - 6, "font-size": 11, "text-anchor": "middle"},
+        chart, "x (keys are the training inputs; the stems are the weights of the marked query)");
+    [x0, x1].forEach((x) => svg("text", {x: sx(x), y: base + 14, "font-size": 10,
+                                         "text-anchor": "middle"}, chart, fmt(x, 0)));
+    return chart;
+  }
+
+  function mountKernelRegression(rootEl, data) {
+    const {x_train: keys, y_train: values, x_query: xs, f_query: truth} = data;
+    const controls = el("div", {class: "d2l-controls"}, rootEl);
+    const width = rangeControl(controls, {
+      idPrefix: rootEl.id, name: "log-width", label: "kernel width σ (log scale)",
+      min: -1.5, max: 0.5, step: 0.05, value: Math.log10(data.width)});
+    const kindWrap = el("div", {class: "d2l-control"}, controls);
+    const kindId = `${rootEl.id}-kernel`;
+    el("label", {for: kindId}, kindWrap, "kernel");
+    const kind = el("select", {id: kindId, name: "kernel"}, kindWrap);
+    data.kernels.forEach((k) => el("option", {value: k}, kind, k));
+    kind.value = data.kernel;
+    const query = rangeControl(controls, {
+      idPrefix: rootEl.id, name: "query", label: "marked query x",
+      min: 0, max: xs.length - 1, step: 1, value: data.query});
+    const chart = el("div", {class: "d2l-chart"}, rootEl);
+
+    function draw() {
+      const w = Math.pow(10, Number(width.input.value)), k = kind.value;
+      const q = Number(query.input.value);
+      width.out.textContent = w.toFixed(3);
+      width.input.setAttribute("aria-valuetext", `σ = ${w.toFixed(3)}`);
+      query.out.textContent = xs[q].toFixed(2);
+      query.input.setAttribute("aria-valuetext", `x = ${xs[q].toFixed(2)}`);
+      const [preds, weights] = nadarayaWatson(k, xs, keys, values, w);
+      const mse = preds.reduce((a, p, i) => a + (p - truth[i]) ** 2, 0) / preds.length;
+      chart.replaceChildren();
+      const title = `${k} kernel, σ = ${w.toFixed(3)}: mean squared error ` +
+        `${mse.toFixed(3)} against the true function`;
+      curves(chart, {
+        xs, title, marker: xs[q], stems: weights[q],
+        lines: [{ys: truth, colour: "#777", dash: "5 4", width: 1.5},
+                {ys: preds, colour: PAIR[0]}],
+        points: {xs: keys, ys: values},
+        label: `${title}. The marked query x = ${xs[q].toFixed(2)} predicts ` +
+          `${preds[q].toFixed(3)} from ${weights[q].filter((a) => a > 0).length} ` +
+          `keys; its largest weight is ${Math.max(...weights[q]).toFixed(3)}.`});
+      el("p", {class: "d2l-legend"}, chart,
+         "Dashed grey: the true function; blue: the prediction; orange dots: " +
+         "the training pairs (keys x_i, values y_i).");
+      const rows = xs.map((x) => fmt(x, 2));
+      numbersTable(chart, `Prediction and true value at each query (${title})`,
+                   rows, ["prediction", "true f(x)"], preds.map((p, i) => [p, truth[i]]), 3);
+      rootEl.dataset.numbers = JSON.stringify({mse, preds, weights: weights[q]});
+    }
+    width.input.addEventListener("input", draw);
+    kind.addEventListener("change", draw);
+    query.input.addEventListener("input", draw);
     draw();
   }
 
@@ -734,6 +868,7 @@
   }
 
   const MOUNTS = {"masked-softmax": mountMaskedSoftmax, scaling: mountScaling,
+                  "kernel-regression": mountKernelRegression,
                   translator: mountTranslator};
 
   function mountAll(doc) {
@@ -753,7 +888,7 @@
   }
 
   root.d2lLive = {mountAll, tokenize, makeModel, loadModel, translate,
-                  readSource, maskedSoftmaxRow, viridis};
+                  readSource, maskedSoftmaxRow, nadarayaWatson, viridis};
   if (typeof module !== "undefined") module.exports = root.d2lLive;
 })(typeof window !== "undefined" ? window : globalThis);
 if (typeof document !== "undefined") window.d2lLive.mountAll();

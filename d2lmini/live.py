@@ -11,6 +11,8 @@ in trusted outputs) and on the static website.
   the masked softmax weights;
 - ``scaling_explorer``: a slider for d over the scores of random queries
   and keys and each query's largest softmax weight;
+- ``kernel_regression_explorer``: Nadaraya-Watson attention pooling, with
+  the kernel's width and type and a marked query;
 - ``translator``: a text box that translates with a trained model in the
   page, from weights that ``export_model`` writes (the website's build
   exports them: ``scripts/export_models.py``).
@@ -30,7 +32,8 @@ import torch
 
 from d2lmini.utils import atomic_write
 
-__all__ = ["LiveHTML", "export_model", "masked_softmax_explorer",
+__all__ = ["LiveHTML", "export_model", "kernel_regression_explorer",
+           "masked_softmax_explorer",
            "sample_scores", "scaling_explorer", "translator",
            "with_site_view"]
 
@@ -160,6 +163,51 @@ def scaling_explorer(dims=DIMS, d=64, num_queries=256, num_keys=16, seed=0):
     return LiveHTML("scaling", {
         "dims": list(dims), "d": d, "num_queries": num_queries,
         "num_keys": num_keys, "scores": scores}, NEEDS_JS)
+
+
+def kernel_regression_explorer(x_train, y_train, x_query, f_query, *,
+                               width=0.5, kernel="gaussian", query=None):
+    """Sliders for the kernel width and the marked query, and a kernel
+    choice, over a Nadaraya-Watson fit (``d2lmini.pooling``).
+
+    The page computes the prediction at every query from the training
+    pairs, draws it with the true function and the weights of the marked
+    query, and reports the mean squared error against ``f_query``.
+
+    Args:
+        x_train, y_train: (S,) training inputs (the keys) and targets
+            (the values).
+        x_query: (L,) query positions, increasing.
+        f_query: (L,) the true function at the queries.
+        width: the initial width (0.03 to 3; the slider moves its log10).
+        kernel: the initial kernel, one of ``d2lmini.pooling.KERNELS``.
+        query: the index of the initially marked query (default: middle).
+
+    Returns:
+        A ``LiveHTML``.
+    """
+    from d2lmini.pooling import KERNELS
+    arrays = [torch.as_tensor(a, dtype=torch.float64).flatten()
+              for a in (x_train, y_train, x_query, f_query)]
+    if len(arrays[0]) != len(arrays[1]) or len(arrays[2]) != len(arrays[3]) \
+            or not len(arrays[0]) or not len(arrays[2]):
+        raise ValueError(
+            "x_train and y_train, and x_query and f_query, must be pairs of "
+            "equally long non-empty 1-D arrays; got lengths "
+            f"{[len(a) for a in arrays]}")
+    if kernel not in KERNELS:
+        raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
+    if not 0.03 <= width <= 3:
+        raise ValueError(f"width must be between 0.03 and 3, got {width}")
+    L = len(arrays[2])
+    query = L // 2 if query is None else query
+    if not isinstance(query, int) or not 0 <= query < L:
+        raise ValueError(f"query must be an index in [0, {L}), got {query!r}")
+    x, y, xq, fq = ([round(float(v), 6) for v in a] for a in arrays)
+    return LiveHTML("kernel-regression", {
+        "x_train": x, "y_train": y, "x_query": xq, "f_query": fq,
+        "width": float(width), "kernel": kernel, "kernels": list(KERNELS),
+        "query": query}, NEEDS_JS)
 
 
 # ---- the translator -----------------------------------------------------

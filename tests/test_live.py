@@ -26,6 +26,7 @@ from d2lmini.live import (
     LIVE_JS,
     LiveHTML,
     export_model,
+    kernel_regression_explorer,
     masked_softmax_explorer,
     sample_scores,
     scaling_explorer,
@@ -216,3 +217,30 @@ def test_live_js_translates_like_d2lmini(toy, tmp_path, attention,
             else ours.attention[None]
         np.testing.assert_allclose(np.array(theirs["attention"]),
                                    weights.numpy(), atol=1e-5)
+
+
+def test_kernel_regression_explorer_carries_its_data():
+    x = torch.linspace(0, 5, 7)
+    live = kernel_regression_explorer(x, x ** 2, x, x ** 2, width=0.5,
+                                      kernel="boxcar", query=2)
+    data = payload(live)
+    assert data["x_train"] == pytest.approx(x.tolist())
+    assert data["kernel"] == "boxcar" and data["query"] == 2
+    assert data["kernels"] == ["gaussian", "boxcar", "constant",
+                               "epanechnikov"]
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    ({"y_train": torch.zeros(3)}, "equally long"),
+    ({"kernel": "cosine"}, "kernel must be one of"),
+    ({"width": 5.0}, "between 0.03 and 3"),
+    ({"query": 7}, "an index in"),
+])
+def test_kernel_regression_explorer_rejects_bad_arguments(kwargs, words):
+    x = torch.linspace(0, 5, 7)
+    args = {"x_train": x, "y_train": x, "x_query": x, "f_query": x,
+            **kwargs}
+    with pytest.raises(ValueError, match=words):
+        kernel_regression_explorer(args.pop("x_train"), args.pop("y_train"),
+                                   args.pop("x_query"), args.pop("f_query"),
+                                   **args)

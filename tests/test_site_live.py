@@ -37,6 +37,8 @@ pytestmark = pytest.mark.book
 # headless Chromium: no page without a model may be heavier.
 BUDGET_BEFORE = {
     "chapters/index": 3.83e6,
+    # A new page: no heavier than the lightest page with an explorer.
+    "chapters/attention-pooling": 7.83e6,
     "chapters/attention-scoring-functions": 7.83e6,
     "chapters/bahdanau-attention": 8.10e6,
     "chapters/multihead-attention": 8.36e6,
@@ -144,6 +146,18 @@ def test_every_control_changes_the_drawing(doc, open_page):
                                      f"{control.get_attribute('name')} "
                                      "changed nothing")
             changed.append(control.get_attribute("name"))
+        if root.get_attribute("data-d2l-live") == "translator":
+            continue  # its select needs the model: see the tests below
+        for k in range(root.locator("select").count()):
+            control = root.locator("select").nth(k)
+            before = root.locator(".d2l-chart").inner_html()
+            control.focus()
+            control.press("ArrowDown")
+            after = root.locator(".d2l-chart").inner_html()
+            assert after != before, (f"{doc}: choosing another "
+                                     f"{control.get_attribute('name')} "
+                                     "changed nothing")
+            changed.append(control.get_attribute("name"))
     assert not page.errors, f"{doc}: {page.errors}"
     MEASURED.setdefault("controls", {})[doc] = changed
 
@@ -215,6 +229,46 @@ def test_scaling_explorer_draws_the_statistics_of_its_scores(open_page):
     check(data["dims"][data["dims"].index(data["d"]) + 1])
     slider.press("Home")
     check(data["dims"][0])
+    assert not page.errors, page.errors
+
+
+def test_kernel_regression_explorer_draws_nadaraya_watson(open_page):
+    from d2lmini.pooling import nadaraya_watson
+
+    page = open_page("chapters/attention-pooling")
+    root, data = explorer_data(page, "kernel-regression")
+    keys, values, queries, truth = (
+        torch.tensor(data[k], dtype=torch.float64)
+        for k in ("x_train", "y_train", "x_query", "f_query"))
+    width = root.locator('input[name="log-width"]')
+    kernel = root.locator('select[name="kernel"]')
+    query = root.locator('input[name="query"]')
+
+    def check(name, log_width, q):
+        pred, weights = nadaraya_watson(queries, keys, values, name,
+                                        10 ** log_width)
+        got = json.loads(root.get_attribute("data-numbers"))
+        np.testing.assert_allclose(got["preds"], pred.numpy(), atol=1e-4)
+        np.testing.assert_allclose(got["weights"], weights[q].numpy(),
+                                   atol=1e-4)
+        mse = float(((pred - truth) ** 2).mean())
+        assert got["mse"] == pytest.approx(mse, abs=1e-4)
+        assert f"{mse:.3f}" in root.locator("svg").get_attribute(
+            "aria-label")
+        stems = drawn(root, "svg line[data-key]")
+        assert stems == pytest.approx(
+            [w for w in weights[q].tolist() if w > 0], abs=1e-4)
+
+    # The slider snaps log10(width) to its steps of 0.05.
+    assert float(width.input_value()) == pytest.approx(
+        round(np.log10(data["width"]) / 0.05) * 0.05)
+    check(data["kernel"], float(width.input_value()), data["query"])
+    kernel.select_option("boxcar")
+    width.focus()
+    width.press("Home")  # the narrowest width: empty windows predict 0
+    query.focus()
+    query.press("End")
+    check("boxcar", -1.5, len(data["x_query"]) - 1)
     assert not page.errors, page.errors
 
 
@@ -509,3 +563,28 @@ def test_explorer_is_live_in_jupyterlab(jupyterlab, browser):  # noqa: F811
     finally:
         context.close()
     assert not errors, errors
+
+
+ICONS_JS = """async () => {
+  await document.fonts.ready;
+  const icons = [...document.querySelectorAll('i.fa-solid, i.fas')];
+  return {
+    count: icons.length,
+    font: document.fonts.check("900 16px 'Font Awesome 6 Free'"),
+    drawn: icons.filter((i) => {
+      const before = getComputedStyle(i, '::before');
+      return before.content && before.content !== 'none'
+        && before.fontFamily.includes('Font Awesome');
+    }).length,
+  };
+}"""
+
+
+def test_icons_are_drawn_by_the_web_font_without_its_script(open_page):
+    """_ext/offline_site.py drops the theme's 1.5 MB fontawesome.js: the
+    stylesheet's web font must still draw every icon."""
+    page = open_page(PAGES[0])
+    assert not any(p.endswith("fontawesome.js") for p in page.paths)
+    icons = page.page.evaluate(ICONS_JS)
+    assert icons["count"] > 0 and icons["font"], icons
+    assert icons["drawn"] == icons["count"], icons
