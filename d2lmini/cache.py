@@ -11,6 +11,7 @@ evaluate, the torch version, and the data (vocabularies and splits).
 warning saying what changed, when any part differs.
 """
 
+import ast
 import dataclasses
 import hashlib
 import json
@@ -32,9 +33,9 @@ __all__ = ["Run", "checkpoint_path", "code_fingerprint", "data_fingerprint",
            "fingerprint", "load_checkpoint", "save_checkpoint",
            "train_or_load"]
 
-# Modules whose code cannot change a trained model or its scores.
-_DISPLAY_MODULES = {"__init__.py", "live.py", "notebook.py", "plot.py",
-                    "widgets.py"}
+# The module whose functions train and score a recipe: the fingerprint
+# covers it and every d2lmini module it imports, directly or not.
+_TRAINING_ROOT = "experiment"
 
 
 _SAFE_LEAVES = (bool, int, float, complex, str, bytes, type(None),
@@ -108,14 +109,40 @@ def load_checkpoint(model, path):
     return extra
 
 
+def _imported_modules(name, package_dir):
+    """``name`` and the d2lmini modules it imports, transitively (read
+    from the source with ``ast``, so nothing is imported)."""
+    seen, todo = set(), [name]
+    while todo:
+        module = todo.pop()
+        if module in seen:
+            continue
+        seen.add(module)
+        tree = ast.parse((package_dir / f"{module}.py").read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                names = [node.module] if node.module else \
+                    [a.name for a in node.names]
+                todo += [n.split(".")[0] for n in names
+                         if (package_dir / f"{n.split('.')[0]}.py").is_file()]
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                full = [node.module] if isinstance(node, ast.ImportFrom) \
+                    else [a.name for a in node.names]
+                todo += [n.split(".")[1] for n in full
+                         if n and n.startswith("d2lmini.")]
+    return seen
+
+
 def code_fingerprint():
     """sha256 of the source of every ``d2lmini`` module that trains or
-    evaluates (all but the display modules ``live``, ``notebook``,
-    ``plot`` and ``widgets``)."""
+    scores a recipe: ``experiment`` and what it imports, transitively.
+    Editing any other module (the explorers, the plots, layers that the
+    recipes do not use) keeps the cached models."""
+    package_dir = Path(__file__).parent
     digest = hashlib.sha256()
-    for path in sorted(Path(__file__).parent.glob("*.py")):
-        if path.name not in _DISPLAY_MODULES:
-            digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    for module in sorted(_imported_modules(_TRAINING_ROOT, package_dir)):
+        path = package_dir / f"{module}.py"
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
 
 

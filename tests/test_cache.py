@@ -6,6 +6,7 @@ fixture is imported here) and tiny recipe.
 
 import os
 import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -171,3 +172,16 @@ def test_train_or_load_replaces_a_bad_file(tmp_path):
     assert run.trained
     assert not cache.train_or_load(TINY, tmp_path,
                                         progress=False).trained
+
+
+def test_the_code_fingerprint_covers_what_training_imports(tmp_path):
+    package = Path(cache.__file__).parent
+    used = cache._imported_modules("experiment", package)
+    assert {"experiment", "attention", "attention_decoder", "seq2seq",
+            "data", "corpus", "splits", "trainer", "decoding", "metrics",
+            "utils"} == used  # and nothing that only displays or explores
+    for name, text in {"a": "from .b import x\nimport d2lmini.e\n",
+                       "b": "from . import c\nx = 1\n", "c": "",
+                       "d": "from .a import x\n", "e": ""}.items():
+        (tmp_path / f"{name}.py").write_text(text)
+    assert cache._imported_modules("a", tmp_path) == {"a", "b", "c", "e"}
