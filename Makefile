@@ -13,7 +13,8 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all book test unit lint notebooks nbval execute browser lab models \
         benchmark benchmark-seq2seq benchmark-quality benchmark-robustness \
-        benchmark-packed-gru benchmark-step-time benchmark-seeds vendor \
+        benchmark-packed-gru benchmark-step-time benchmark-seeds \
+        benchmark-transformer-cache vendor \
         chromium clean distclean
 
 all: book
@@ -127,6 +128,11 @@ benchmark-step-time: $(STAMP)
 # models go through the checkpoint cache); writes benchmarks/results/.
 benchmark-seeds: $(STAMP)
 	$(BIN)/python benchmarks/seeds.py $(ARGS)
+
+# The Transformer decoder's greedy decoding with and without its
+# key/value cache (seconds).
+benchmark-transformer-cache: $(STAMP)
+	$(BIN)/python benchmarks/transformer_cache.py $(ARGS)
 
 # The hand-written packed GRU path against nn.GRU on a PackedSequence.
 benchmark-packed-gru: $(STAMP)

@@ -18,6 +18,8 @@ _NAMES = {
     "attention": ("masked_softmax", "valid_mask", "DotProductAttention",
                   "AdditiveAttention", "MultiHeadAttention"),
     "pooling": ("nadaraya_watson", "NWKernelRegression"),
+    "transformer": ("PositionalEncoding", "TransformerEncoder",
+                    "TransformerDecoder"),
     "corpus": ("read_pairs", "preprocess", "tokenize"),
     "data": ("Vocab", "MTFraEng"),
     "seq2seq": ("Seq2SeqEncoder", "Seq2SeqDecoder", "Seq2Seq"),
