@@ -171,8 +171,31 @@ class TransformerDecoderBlock(nn.Module):
         return self.addnorm3(Z, self.ffn(Z)), keys
 
 
-class TransformerEncoder(nn.Module):
-    """Embeddings (times sqrt(D)), positions and ``num_blks`` blocks.
+class _Stack(nn.Module):
+    """Embeddings (times sqrt(D)), positions and ``num_blks`` blocks of
+    ``block``: what the encoder and the decoder share."""
+
+    def __init__(self, block, vocab_size, num_hiddens, ffn_num_hiddens,
+                 num_heads, num_blks, dropout, max_len):
+        super().__init__()
+        check_int("num_blks", num_blks)
+        self.num_hiddens = num_hiddens
+        self.embedding = nn.Embedding(vocab_size, num_hiddens)
+        self.pos_encoding = PositionalEncoding(num_hiddens, dropout, max_len)
+        self.blks = nn.ModuleList(
+            block(num_hiddens, ffn_num_hiddens, num_heads, dropout)
+            for _ in range(num_blks))
+
+    def _embed(self, X, offset=0):
+        if not torch.is_tensor(X) or X.dim() != 2:
+            raise ValueError(f"X must be (B, T) token ids, got "
+                             f"{getattr(X, 'shape', type(X).__name__)}")
+        return self.pos_encoding(self.embedding(X) * math.sqrt(
+            self.num_hiddens), offset)
+
+
+class TransformerEncoder(_Stack):
+    """Embeddings, positions and ``num_blks`` encoder blocks.
 
     ``forward(X, valid_lens)``: ids X (B, S) -> (B, S, D).
     ``attention_weights[i]`` is block i's (B, h, S, S).
@@ -180,31 +203,22 @@ class TransformerEncoder(nn.Module):
 
     def __init__(self, vocab_size, num_hiddens, ffn_num_hiddens, num_heads,
                  num_blks, dropout=0.0, max_len=1000):
-        super().__init__()
-        check_int("num_blks", num_blks)
-        self.num_hiddens = num_hiddens
-        self.embedding = nn.Embedding(vocab_size, num_hiddens)
-        self.pos_encoding = PositionalEncoding(num_hiddens, dropout, max_len)
-        self.blks = nn.ModuleList(
-            TransformerEncoderBlock(num_hiddens, ffn_num_hiddens, num_heads,
-                                    dropout) for _ in range(num_blks))
+        super().__init__(TransformerEncoderBlock, vocab_size, num_hiddens,
+                         ffn_num_hiddens, num_heads, num_blks, dropout,
+                         max_len)
 
     @property
     def attention_weights(self):
         return [blk.attention.attention_weights for blk in self.blks]
 
     def forward(self, X, valid_lens=None):
-        if not torch.is_tensor(X) or X.dim() != 2:
-            raise ValueError(f"X must be (B, S) token ids, got "
-                             f"{getattr(X, 'shape', type(X).__name__)}")
-        H = self.pos_encoding(self.embedding(X) * math.sqrt(
-            self.num_hiddens))
+        H = self._embed(X)
         for blk in self.blks:
             H = blk(H, valid_lens)
         return H
 
 
-class TransformerDecoder(nn.Module):
+class TransformerDecoder(_Stack):
     """Embeddings, positions, ``num_blks`` decoder blocks, output layer.
 
     ``init_state(enc_outputs, enc_valid_lens)`` starts a state with empty
@@ -215,14 +229,9 @@ class TransformerDecoder(nn.Module):
 
     def __init__(self, vocab_size, num_hiddens, ffn_num_hiddens, num_heads,
                  num_blks, dropout=0.0, max_len=1000):
-        super().__init__()
-        check_int("num_blks", num_blks)
-        self.num_hiddens = num_hiddens
-        self.embedding = nn.Embedding(vocab_size, num_hiddens)
-        self.pos_encoding = PositionalEncoding(num_hiddens, dropout, max_len)
-        self.blks = nn.ModuleList(
-            TransformerDecoderBlock(num_hiddens, ffn_num_hiddens, num_heads,
-                                    dropout) for _ in range(num_blks))
+        super().__init__(TransformerDecoderBlock, vocab_size, num_hiddens,
+                         ffn_num_hiddens, num_heads, num_blks, dropout,
+                         max_len)
         self.dense = nn.Linear(num_hiddens, vocab_size)
 
     def init_state(self, enc_outputs, enc_valid_lens=None):
@@ -239,8 +248,7 @@ class TransformerDecoder(nn.Module):
     def forward(self, X, state):
         enc_outputs, enc_valid_lens, caches = state
         past = 0 if caches[0] is None else caches[0].shape[1]
-        H = self.pos_encoding(self.embedding(X) * math.sqrt(
-            self.num_hiddens), offset=past)
+        H = self._embed(X, offset=past)
         new = []
         for blk, cache in zip(self.blks, caches):
             H, cache = blk(H, enc_outputs, enc_valid_lens, cache)
