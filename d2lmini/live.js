@@ -701,20 +701,19 @@
   /** What a reader should know of the words the model read. */
   function sourceNotes(model, words) {
     const m = model.manifest, T = m.num_steps, notes = [];
-    const src = {tokens: words};
-    const read = src.tokens.slice(0, T);
+    const read = words.slice(0, T);
     const unknown = [...new Set(read.filter((tok) => !model.srcIndex.has(tok)))];
-    if (!src.tokens.some((tok) => WORD.test(tok))) {
+    if (!words.some((tok) => WORD.test(tok))) {
       notes.push("it has no words, only punctuation; the model reads it anyway");
     }
     if (unknown.length) {
       notes.push(`not in the model's vocabulary, read as <unk>: ${unknown.join(", ")}`);
     }
-    if (src.tokens.length > T) {
-      notes.push(`only the first ${T} of its ${src.tokens.length} words are ` +
+    if (words.length > T) {
+      notes.push(`only the first ${T} of its ${words.length} words are ` +
                  "read, without <eos>: the model reads at most " +
                  `${T} tokens`);
-    } else if (src.tokens.length === T) {
+    } else if (words.length === T) {
       notes.push(`its ${T} words fill every step: <eos> is cut`);
     }
     return notes;
@@ -746,14 +745,12 @@
       el("option", {value: "mean"}, headSelect, `mean of ${data.num_heads} heads`);
       for (let k = 0; k < data.num_heads; k++) el("option", {value: k}, headSelect, `head ${k + 1}`);
     }
-    const buttons = [];
     if ((data.examples || []).length) {
       const row = el("div", {class: "d2l-examples"}, form);
       el("span", {}, row, "Examples: ");
       for (const sentence of data.examples) {
         const b = el("button", {type: "button"}, row, sentence);
         b.addEventListener("click", () => { input.value = sentence; run(); });
-        buttons.push(b);
       }
     }
     const output = el("p", {class: "d2l-output", "aria-live": "polite"}, details);
@@ -862,9 +859,9 @@
 `;
 
   function addStyle() {
-    if (document.getElementById("d2l-live-style")) return;
-    const style = el("style", {id: "d2l-live-style"}, document.head, STYLE);
-    return style;
+    if (!document.getElementById("d2l-live-style")) {
+      el("style", {id: "d2l-live-style"}, document.head, STYLE);
+    }
   }
 
   const MOUNTS = {"masked-softmax": mountMaskedSoftmax, scaling: mountScaling,

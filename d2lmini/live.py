@@ -25,6 +25,7 @@ import dataclasses
 import hashlib
 import html
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -33,7 +34,7 @@ import torch
 from d2lmini.utils import atomic_write
 
 __all__ = ["LiveHTML", "export_model", "kernel_regression_explorer",
-           "masked_softmax_explorer",
+           "masked_softmax_explorer", "payloads",
            "sample_scores", "scaling_explorer", "translator",
            "with_site_view"]
 
@@ -42,6 +43,14 @@ LIVE_JS = Path(__file__).with_name("live.js")
 MODELS_URL = "../_static/models/"
 MANIFEST_FORMAT = 1
 DIMS = tuple(2 ** i for i in range(11))
+
+
+def payloads(html_text, kind):
+    """The data of every ``kind`` explorer in an HTML page or output
+    (what ``LiveHTML`` wrote), in order."""
+    pattern = (rf'data-d2l-live="{re.escape(kind)}">'
+               r'<script type="application/json">(.*?)</script>')
+    return [json.loads(m) for m in re.findall(pattern, html_text, re.S)]
 
 
 class LiveHTML:

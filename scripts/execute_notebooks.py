@@ -68,7 +68,7 @@ def is_widget_only(output):
                                                     "text/plain"}
 
 
-def stable_widget_ids(nb, name):
+def tidy_widget_outputs(nb, name):
     """Return ``nb`` without widget-only outputs and with reproducible
     widget model ids.
 
@@ -120,7 +120,7 @@ def execute(path, timeout=CELL_TIMEOUT, kernel_name=KERNEL):
     seconds = time.perf_counter() - start
     for cell in nb.cells:
         cell.metadata.pop("execution", None)
-    nb = stable_widget_ids(nb, path.name)
+    nb = tidy_widget_outputs(nb, path.name)
     nb.metadata[METADATA_KEY] = {"executed_source_sha256": code_sha256(nb)}
     nbformat.validate(nb)
     nbformat.write(nb, path)

@@ -20,7 +20,6 @@ evaluated (the code, data or torch changed since the notebook ran): run
 
 import argparse
 import json
-import re
 import shutil
 import sys
 import time
@@ -33,12 +32,11 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 from toc_notebooks import toc_notebooks  # noqa: E402
 
-MOUNT = re.compile(r'data-d2l-live="translator">'
-                   r'<script type="application/json">(.*?)</script>', re.S)
-
 
 def translators(notebook):
     """The data of every translator output of a notebook."""
+    from d2lmini.live import payloads
+
     nb = nbformat.read(notebook, as_version=4)
     found = []
     for cell in nb.cells:
@@ -46,7 +44,7 @@ def translators(notebook):
             text = output.get("data", {}).get("text/html", "")
             if isinstance(text, list):
                 text = "".join(text)
-            found += [json.loads(m) for m in MOUNT.findall(text)]
+            found += payloads(text, "translator")
     return found
 
 

@@ -28,6 +28,7 @@ from d2lmini.live import (
     export_model,
     kernel_regression_explorer,
     masked_softmax_explorer,
+    payloads,
     sample_scores,
     scaling_explorer,
     translator,
@@ -35,13 +36,13 @@ from d2lmini.live import (
 )
 from d2lmini.utils import set_seed
 
-DATA_RE = re.compile(r'<script type="application/json">(.*?)</script>', re.S)
-
 
 def payload(live):
     """The JSON data an explorer's HTML carries."""
     assert isinstance(live, LiveHTML)
-    return json.loads(DATA_RE.search(live._repr_html_()).group(1))
+    found = payloads(live._repr_html_(), live.kind)
+    assert len(found) == 1
+    return found[0]
 
 
 def test_masked_softmax_explorer_carries_its_seeded_scores():

@@ -20,15 +20,24 @@ The numbers measured (page weights, load and translation times) are
 printed in a summary, not asserted: a test never asserts a time.
 """
 
+import base64
+import hashlib
 import json
 import re
+import socket
 import statistics
+import subprocess
+import sys
+import time
+import urllib.request
 from urllib.parse import unquote, urlsplit
 
 import numpy as np
 import pytest
 import torch
 from test_book_html import HTML, PAGES, browser, server, site  # noqa: F401
+
+from d2lmini.live import payloads
 
 pytestmark = pytest.mark.book
 
@@ -106,10 +115,7 @@ def explorer_data(page, kind):
     roots = page.page.locator(f'[data-d2l-live="{kind}"]')
     assert roots.count() >= 1, f"{page.doc}: no {kind} explorer"
     html = (HTML / f"{page.doc}.html").read_text(encoding="utf-8")
-    match = re.search(
-        rf'data-d2l-live="{kind}"><script type="application/json">'
-        r"(.*?)</script>", html, re.S)
-    return roots.first, json.loads(match.group(1))
+    return roots.first, payloads(html, kind)[0]
 
 
 def drawn(root, selector="svg rect[data-value]"):
@@ -198,8 +204,6 @@ def test_masked_softmax_explorer_draws_masked_softmax(open_page):
 
 
 def test_scaling_explorer_draws_the_statistics_of_its_scores(open_page):
-    import base64
-
     page = open_page("chapters/attention-scoring-functions")
     root, data = explorer_data(page, "scaling")
     N, S = data["num_queries"], data["num_keys"]
@@ -283,9 +287,7 @@ def runs():
     found = {}
     for doc in TRANSLATOR_PAGES:
         html = (HTML / f"{doc}.html").read_text(encoding="utf-8")
-        spec = json.loads(re.search(
-            r'data-d2l-live="translator"><script type="application/json">'
-            r"(.*?)</script>", html, re.S).group(1))
+        spec = payloads(html, "translator")[0]
         recipe = Recipe(**spec["recipe"])
         run = train_or_load(recipe, progress=False)
         assert fingerprint(recipe, run.data) == spec["fingerprint"], (
@@ -331,7 +333,6 @@ def test_translator_loads_the_evaluated_checkpoint_only_when_opened(
     manifest = served_manifest(spec)
     assert manifest["fingerprint"] == spec["fingerprint"]
     # The served weights are the cached checkpoint's, byte for byte.
-    import hashlib
     weights = b"".join(v.detach().numpy().astype("<f4").tobytes()
                        for v in run.model.state_dict().values())
     assert hashlib.sha256(weights).hexdigest() == manifest["weights_sha256"]
@@ -506,12 +507,6 @@ JUPYTER_NB = {
 @pytest.fixture
 def jupyterlab(tmp_path):
     """JupyterLab on 127.0.0.1 serving a notebook with an explorer."""
-    import socket
-    import subprocess
-    import sys
-    import time
-    import urllib.request
-
     (tmp_path / "live.ipynb").write_text(json.dumps(JUPYTER_NB))
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -1,6 +1,7 @@
 """Tests of d2lmini.transformer against PyTorch's own layers."""
 
 import math
+import re
 
 import pytest
 import torch
@@ -40,6 +41,14 @@ def copy_linear(ours, theirs):
         ours.bias.copy_(theirs.bias)
 
 
+def copy_ffn_and_norms(ours, theirs, norms):
+    """The FFN and the ``(AddNorm, nn.LayerNorm)`` pairs of a block."""
+    copy_linear(ours.ffn.dense1, theirs.linear1)
+    copy_linear(ours.ffn.dense2, theirs.linear2)
+    for mine, pt in norms:
+        copy_linear(mine.ln, pt)
+
+
 def padded_batch(gen, B=3, T=6):
     X = torch.randn(B, T, D, generator=gen, requires_grad=True)
     lens = torch.tensor([6, 4, 1])[:B]
@@ -53,10 +62,8 @@ def test_encoder_block_equals_pytorch_forward_and_gradients():
                                         batch_first=True, norm_first=False)
     ours = TransformerEncoderBlock(D, FFN, H)
     copy_attention(ours.attention, theirs.self_attn)
-    copy_linear(ours.ffn.dense1, theirs.linear1)
-    copy_linear(ours.ffn.dense2, theirs.linear2)
-    copy_linear(ours.addnorm1.ln, theirs.norm1)
-    copy_linear(ours.addnorm2.ln, theirs.norm2)
+    copy_ffn_and_norms(ours, theirs, ((ours.addnorm1, theirs.norm1),
+                                      (ours.addnorm2, theirs.norm2)))
     X, lens, pad = padded_batch(gen)
     X2 = X.detach().clone().requires_grad_()
     a = ours(X, lens)
@@ -79,12 +86,9 @@ def test_decoder_block_equals_pytorch_forward_and_gradients():
     ours = TransformerDecoderBlock(D, FFN, H)
     copy_attention(ours.self_attention, theirs.self_attn)
     copy_attention(ours.cross_attention, theirs.multihead_attn)
-    copy_linear(ours.ffn.dense1, theirs.linear1)
-    copy_linear(ours.ffn.dense2, theirs.linear2)
-    for mine, pt in ((ours.addnorm1, theirs.norm1),
-                     (ours.addnorm2, theirs.norm2),
-                     (ours.addnorm3, theirs.norm3)):
-        copy_linear(mine.ln, pt)
+    copy_ffn_and_norms(ours, theirs, ((ours.addnorm1, theirs.norm1),
+                                      (ours.addnorm2, theirs.norm2),
+                                      (ours.addnorm3, theirs.norm3)))
     X = torch.randn(3, 5, D, generator=gen, requires_grad=True)
     memory, src_lens, pad = padded_batch(gen)
     memory = memory.detach()
@@ -168,11 +172,5 @@ def test_layer_norm_ignores_the_batch_but_batch_norm_does_not():
      lambda m: m(torch.zeros(2, 3, D)), "token ids"),
 ])
 def test_bad_input_is_refused_with_a_clear_message(make, call, words):
-    with pytest.raises(ValueError, match=re_escape(words)):
-        module = make()
-        call(module)
-
-
-def re_escape(text):
-    import re
-    return re.escape(text)
+    with pytest.raises(ValueError, match=re.escape(words)):
+        call(make())
