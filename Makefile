@@ -14,7 +14,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 .PHONY: all book test unit lint notebooks nbval execute browser lab models \
         benchmark benchmark-seq2seq benchmark-quality benchmark-robustness \
         benchmark-packed-gru benchmark-step-time benchmark-seeds \
-        benchmark-transformer-cache vendor \
+        benchmark-transformer-cache benchmark-transformer-tuning vendor \
         chromium clean distclean
 
 all: book
@@ -119,8 +119,9 @@ benchmark-quality: $(STAMP)
 benchmark-robustness: $(STAMP)
 	$(BIN)/python benchmarks/robustness.py $(ARGS)
 
-# Training time per step of the chapter's decoders, as ratios (about 2
-# minutes; the Bahdanau section's equal-time baseline comes from it).
+# Training time per step and throughput of the chapter's models, as
+# ratios (about 3 minutes; the equal-time runs of the Bahdanau and
+# Transformer sections come from it).
 benchmark-step-time: $(STAMP)
 	$(BIN)/python benchmarks/step_time.py $(ARGS)
 
@@ -133,6 +134,12 @@ benchmark-seeds: $(STAMP)
 # key/value cache (seconds).
 benchmark-transformer-cache: $(STAMP)
 	$(BIN)/python benchmarks/transformer_cache.py $(ARGS)
+
+# How TRANSFORMER_RECIPE's learning rate and dropout were chosen: six
+# runs scored on the val split (about 8 minutes; needs the corpus);
+# writes benchmarks/results/transformer_tuning.json.
+benchmark-transformer-tuning: $(STAMP)
+	$(BIN)/python benchmarks/transformer_tuning.py $(ARGS)
 
 # The hand-written packed GRU path against nn.GRU on a PackedSequence.
 benchmark-packed-gru: $(STAMP)

@@ -1,21 +1,26 @@
-"""Training time per step of the chapter's decoders, as ratios.
+"""Training time per step and throughput of the chapter's models, as
+ratios.
 
 Usage::
 
     python benchmarks/step_time.py [--steps 40] [--repeats 5]
 
 Builds each decoder of the chapter's recipe (additive attention, 8-head
-and 1-head multi-head attention, no attention), and times ``--steps``
-training steps (forward, backward, gradient clipping, Adam step) on the
-same batches, after 5 warm-up steps.  The kinds take turns, ``--repeats``
-rounds, so that a busy moment of the machine hits all of them; the table
-gives the median milliseconds per step and each kind's ratio to the
-model without attention, measured in the same run.
+and 1-head multi-head attention, no attention) and the Transformer of
+``TRANSFORMER_RECIPE``, and times ``--steps`` training steps (forward,
+backward, gradient clipping, Adam step) on the same batches, after 5
+warm-up steps.  The kinds take turns, ``--repeats`` rounds, so that a
+busy moment of the machine hits all of them; the table gives each
+model's parameters, the median milliseconds per step, the target tokens
+trained per second (non-pad labels of those batches over the median
+time) and each kind's time ratio to the model without attention and to
+the additive one, measured in the same run.
 
 The Bahdanau section trains its no-attention baseline for the number of
 steps that takes as long as the attention model's 1,000: 1,000 times the
-additive/none ratio printed here (``EQUAL_TIME_STEPS`` there).
-Needs the corpus (``D2LMINI_DATA_DIR``); about 2 minutes on 2 CPU cores.
+additive/none ratio printed here (``EQUAL_TIME_STEPS`` there); the
+Transformer section does the same for the Transformer.
+Needs the corpus (``D2LMINI_DATA_DIR``); about 3 minutes on 2 CPU cores.
 """
 
 import argparse
@@ -25,14 +30,20 @@ import time
 
 import torch
 
-from d2lmini.experiment import CHAPTER_RECIPE, build_data, build_model
+from d2lmini.experiment import (
+    CHAPTER_RECIPE,
+    TRANSFORMER_RECIPE,
+    build_data,
+    build_model,
+)
 from d2lmini.utils import set_seed
 
 KINDS = {"additive": CHAPTER_RECIPE,
          "multihead-8": CHAPTER_RECIPE.replace(attention="multihead"),
          "multihead-1": CHAPTER_RECIPE.replace(attention="multihead",
                                                num_heads=1),
-         "none": CHAPTER_RECIPE.replace(attention="none")}
+         "none": CHAPTER_RECIPE.replace(attention="none"),
+         "transformer": TRANSFORMER_RECIPE}
 WARMUP = 5
 
 
@@ -61,27 +72,34 @@ def main(argv=None):
     data = build_data(CHAPTER_RECIPE)
     batches = list(itertools.islice(data.train_dataloader(),
                                     WARMUP + args.steps))
+    pad = data.tgt_vocab.pad
+    tokens = sum(int((b[3] != pad).sum()) for b in batches[WARMUP:])
     times = {kind: [] for kind in KINDS}
+    sizes = {}
     for _ in range(args.repeats):
         for kind, recipe in KINDS.items():
             set_seed(0)
-            times[kind].append(time_steps(build_model(recipe, data),
-                                          batches))
-    base = statistics.median(times["none"])
-    print(f"{args.steps} steps of the chapter's recipe, median of "
-          f"{args.repeats} interleaved rounds:")
-    print(f"{'decoder':>12} {'ms/step':>8} {'min':>6} {'max':>6} "
-          f"{'/ none':>7}")
+            model = build_model(recipe, data)
+            sizes[kind] = sum(p.numel() for p in model.parameters())
+            times[kind].append(time_steps(model, batches))
+    med = {kind: statistics.median(s) for kind, s in times.items()}
+    print(f"{args.steps} steps of the chapter's batches ({tokens:,} target "
+          f"tokens), median of {args.repeats} interleaved rounds:")
+    print(f"{'model':>12} {'params':>10} {'ms/step':>8} {'min':>6} "
+          f"{'max':>6} {'tokens/s':>9} {'/ none':>7} {'/ additive':>10}")
     for kind, seconds in times.items():
-        med = statistics.median(seconds)
-        print(f"{kind:>12} {1000 * med:8.1f} {1000 * min(seconds):6.1f} "
-              f"{1000 * max(seconds):6.1f} {med / base:7.3f}")
-    add_ms = round(1000 * statistics.median(times["additive"]), 1)
-    none_ms = round(1000 * base, 1)
-    print(f"equal time: 1000 x {add_ms} / {none_ms} = "
-          f"{round(1000 * add_ms / none_ms)} steps without attention take "
-          "as long as the additive model's 1000 (the printed medians, as "
-          "the Bahdanau section computes it)")
+        print(f"{kind:>12} {sizes[kind]:10,} {1000 * med[kind]:8.1f} "
+              f"{1000 * min(seconds):6.1f} {1000 * max(seconds):6.1f} "
+              f"{tokens / args.steps / med[kind]:9,.0f} "
+              f"{med[kind] / med['none']:7.3f} "
+              f"{med[kind] / med['additive']:10.3f}")
+    ms = {kind: round(1000 * m, 1) for kind, m in med.items()}
+    for kind in ("none", "transformer"):
+        print(f"equal time: 1000 x {ms['additive']} / {ms[kind]} = "
+              f"{round(1000 * ms['additive'] / ms[kind])} steps of {kind} "
+              "take as long as the additive model's 1000 (the printed "
+              "medians, as the Bahdanau and Transformer sections compute "
+              "it)")
 
 
 if __name__ == "__main__":

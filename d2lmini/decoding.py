@@ -16,7 +16,34 @@ import torch
 from .seq2seq import _check_ids, _check_lens
 from .utils import check_int
 
-__all__ = ["Decoded", "Translation", "greedy_decode", "translate"]
+__all__ = ["Decoded", "Translation", "attention_heads", "greedy_decode",
+           "translate"]
+
+
+def attention_heads(model):
+    """How many heads the attention that ``greedy_decode`` reports has
+    (1 for additive attention), or None for a decoder without one.
+
+    A Transformer reports its last decoder block's attention to the
+    source; the RNN decoders their one attention layer.
+    """
+    decoder = getattr(model, "decoder", None)
+    if hasattr(decoder, "cross_attention_weights"):
+        return decoder.num_heads
+    attention = getattr(decoder, "attention", None)
+    if not isinstance(attention, torch.nn.Module):
+        return None
+    return getattr(attention, "num_heads", 1)
+
+
+def _step_weights(decoder):
+    """The attention to the source of the step just decoded: (B, 1, S),
+    or (B, h, 1, S) for several heads; None without attention."""
+    if hasattr(decoder, "cross_attention_weights"):
+        return decoder.cross_attention_weights
+    if hasattr(decoder, "attention_weights"):
+        return decoder.attention_weights[-1]
+    return None
 
 
 def _check_decode_args(src, src_valid_len, bos, eos, max_len):
@@ -36,8 +63,9 @@ class Decoded(NamedTuple):
     """Greedy output of one sentence.
 
     ids: the output ids, cut before the first ``<eos>`` (excluded).
-    attention: (steps, S_valid), or (h, steps, S_valid) for multi-head;
-        one row per decoding step, including the step that emitted
+    attention: (steps, S_valid), or (h, steps, S_valid) for multi-head
+        (for a Transformer: its last decoder block's attention to the
+        source); one row per decoding step, including the step that emitted
         ``<eos>``, so ``steps = len(ids) + finished``; the columns are
         the source's valid positions; on the CPU.  None without
         attention.
@@ -54,8 +82,9 @@ def _restrict_attention(state, attend):
     True = may attend, on top of the padding mask."""
     memory = getattr(state, "memory", None)
     if memory is None or not hasattr(memory, "mask"):
-        raise TypeError("attend= needs a decoder with attention (its state "
-                        "has no attention memory)")
+        raise TypeError("attend= needs an RNN decoder with attention (its "
+                        "state has no attention memory); the Transformer "
+                        "and the decoder without attention do not take it")
     keys = memory.keys  # (B or B * h, S, ...)
     B, S = attend.shape
     if keys.shape[1] != S or keys.shape[0] % B:
@@ -80,7 +109,9 @@ def greedy_decode(model, src, src_valid_len, bos, eos, max_len, *,
     emitted ``<eos>``.
 
     The attention's keys and padding mask are built once, in the
-    decoder's ``init_state``, not at every step.
+    decoder's ``init_state``, not at every step; a Transformer decoder
+    keeps its earlier steps in a key/value cache and runs the new token
+    only (``d2lmini.transformer.TransformerDecoderBlock``).
 
     Args:
         model: a ``Seq2Seq``.
@@ -125,10 +156,10 @@ def greedy_decode(model, src, src_valid_len, bos, eos, max_len, *,
                 logits, state = model.decoder(Y, state)  # (B, 1, V)
                 Y = logits.argmax(dim=-1)  # (B, 1)
                 outputs.append(Y[:, 0])
-                if hasattr(model.decoder, "attention_weights"):
+                step = _step_weights(model.decoder)
+                if step is not None:
                     # (B, 1, S) or (B, h, 1, S) -> (B, S) or (B, h, S)
-                    weights.append(
-                        model.decoder.attention_weights[-1].squeeze(-2))
+                    weights.append(step.squeeze(-2))
                 done |= Y[:, 0] == eos
                 if done.all():
                     break

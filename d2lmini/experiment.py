@@ -14,7 +14,7 @@ after a number of steps that changes with the load: in the tuning runs
 one recipe took from 135 to over 200 ms a step on a shared machine).
 ``CHAPTER_RECIPE.max_steps`` was calibrated to about 150 s of training
 on a busy 2-core machine.  This module sits on top of ``data``, ``seq2seq``,
-``decoding``, ``trainer`` and ``metrics``; of the package only
+``transformer``, ``decoding``, ``trainer`` and ``metrics``; of the package only
 ``cache`` imports it.
 
 ``d2lmini.cache.train_or_load`` trains a recipe once and then loads it.
@@ -28,16 +28,17 @@ import time
 import warnings
 from typing import NamedTuple
 
-from . import attention_decoder, decoding, metrics, seq2seq
+from . import attention_decoder, decoding, metrics, seq2seq, transformer
 from .attention import MultiHeadAttention
 from .data import MTFraEng
 from .trainer import SCHEDULES, Trainer
 from .utils import check_int, set_seed
 
 __all__ = ["BOOK_RECIPE", "CHAPTER_RECIPE", "ATTENTIONS", "EvalResult",
-           "Recipe", "build_data", "build_model", "evaluate", "train"]
+           "Recipe", "TRANSFORMER_RECIPE", "build_data", "build_model",
+           "evaluate", "train"]
 
-ATTENTIONS = ("additive", "multihead", "none")
+ATTENTIONS = ("additive", "multihead", "none", "transformer")
 # Bump when the checkpoint's layout changes.
 CACHE_FORMAT = 2
 
@@ -48,8 +49,13 @@ class Recipe:
     ``Trainer`` document the data and training fields.
 
     ``attention`` is ``'additive'`` (Bahdanau), ``'multihead'``
-    (``num_heads`` scaled dot-product heads) or ``'none'`` (d2l's
-    decoder without attention).  At least one of ``max_epochs``,
+    (``num_heads`` scaled dot-product heads), ``'none'`` (d2l's
+    decoder without attention) or ``'transformer'``: then the whole
+    model is a Transformer (``d2lmini.transformer``) with
+    ``num_layers`` encoder and decoder blocks of width ``num_hiddens``
+    (which ``embed_size`` must equal), ``num_heads`` heads and
+    position-wise networks of ``ffn_num_hiddens``; the RNN models
+    ignore ``ffn_num_hiddens``.  At least one of ``max_epochs``,
     ``max_steps`` and ``max_time`` must be set.  ``warmup_steps`` and
     ``schedule`` set the trainer's learning-rate schedule.
     """
@@ -72,6 +78,7 @@ class Recipe:
     dropout: float = 0.2
     attention: str = "additive"
     num_heads: int = 8
+    ffn_num_hiddens: int = 512
     # training
     lr: float = 0.003
     warmup_steps: int = 0
@@ -91,6 +98,7 @@ class Recipe:
                 ("max_tgt_len", 1, True), ("min_freq", 1, False),
                 ("embed_size", 1, False), ("num_hiddens", 1, False),
                 ("num_layers", 1, False), ("num_heads", 1, False),
+                ("ffn_num_hiddens", 1, False),
                 ("warmup_steps", 0, False), ("max_epochs", 1, True),
                 ("max_steps", 1, True), ("val_every_n_steps", 1, True),
                 ("seed", 0, False)):
@@ -108,10 +116,20 @@ class Recipe:
         if self.schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {SCHEDULES}, got "
                              f"{self.schedule!r}")
-        if self.attention == "multihead" and \
+        if self.attention in ("multihead", "transformer") and \
                 self.num_hiddens % self.num_heads:
             raise ValueError(f"num_heads={self.num_heads} must divide "
                              f"num_hiddens={self.num_hiddens}")
+        if self.attention == "transformer":
+            if self.embed_size != self.num_hiddens:
+                raise ValueError(
+                    f"the Transformer embeds tokens at its width: set "
+                    f"embed_size={self.num_hiddens} (num_hiddens), got "
+                    f"embed_size={self.embed_size}")
+            if self.num_hiddens % 2:
+                raise ValueError(f"the Transformer's num_hiddens must be "
+                                 f"even (sine and cosine pairs), got "
+                                 f"{self.num_hiddens}")
         for name, ok, what in (
                 ("dropout", 0 <= self.dropout < 1, "in [0, 1)"),
                 ("lr", self.lr > 0, "> 0"),
@@ -178,6 +196,16 @@ CHAPTER_RECIPE = Recipe(
     dropout=0.0, lr=0.006, warmup_steps=100, schedule="cosine",
     max_steps=1000)
 
+# The Transformer section's model, on CHAPTER_RECIPE's data, batches and
+# schedule: 2 encoder and 2 decoder blocks of width 128 with 4 heads and
+# position-wise networks of 512, 2.4 M parameters against the additive
+# model's 3.0 M, at about the same time per training step.  Its learning
+# rate and dropout were chosen on the val split by
+# benchmarks/transformer_tuning.py (the test split was not looked at).
+TRANSFORMER_RECIPE = CHAPTER_RECIPE.replace(
+    attention="transformer", embed_size=128, num_hiddens=128,
+    ffn_num_hiddens=512, num_heads=4, num_layers=2, dropout=0.0, lr=0.002)
+
 
 def build_data(recipe):
     """The ``MTFraEng`` of a recipe (the corpus is read once a process)."""
@@ -202,6 +230,13 @@ def build_model(recipe, data):
     (seeded with ``recipe.seed``)."""
     r = recipe
     set_seed(r.seed)
+    if r.attention == "transformer":
+        args = (r.num_hiddens, r.ffn_num_hiddens, r.num_heads,
+                r.num_layers, r.dropout)
+        encoder = transformer.TransformerEncoder(len(data.src_vocab), *args)
+        decoder = transformer.TransformerDecoder(len(data.tgt_vocab), *args)
+        return seq2seq.Seq2Seq(encoder, decoder, data.tgt_vocab.pad,
+                               lr=r.lr)
     args = (r.embed_size, r.num_hiddens, r.num_layers, r.dropout)
     with warnings.catch_warnings():
         # nn.GRU warns that one layer has no dropout between layers;

@@ -8,14 +8,19 @@
  *   of the scores and of each query's largest softmax weight;
  * - kernel regression: Nadaraya-Watson attention pooling with a width
  *   slider, a kernel choice and a marked query whose weights are drawn;
+ * - positional encoding: the Transformer's sinusoidal positions P as a
+ *   heatmap and as the curves of one sine/cosine pair, with sliders for a
+ *   position and a frequency;
  * - translator: a trained d2lmini Seq2Seq (GRU encoder, GRU decoder with
- *   additive or multi-head attention) run in the page from the weights
- *   that scripts/export_models.py exported, greedy decoding included.
+ *   additive or multi-head attention; or a Transformer) run in the page
+ *   from the weights that scripts/export_models.py exported, greedy
+ *   decoding included.
  *
  * Every chart is an SVG with role="img", an aria-label that sums it up, a
  * <title> per cell and a table of the numbers it draws (in a <details>);
  * colours come from viridis, whose lightness rises steadily (readable in
- * greyscale and with colour-blindness).  Runs in a browser and in Node
+ * greyscale and with colour-blindness), or for signed values from a
+ * blue-white-orange map.  Runs in a browser and in Node
  * (the model functions only).
  */
 (function (root) {
@@ -41,6 +46,16 @@
 
   // Dark text on the light end of the map, white on the dark end.
   const textColour = (t) => (t > 0.6 ? "#000" : "#fff");
+
+  // A diverging map for signed values: blue (0), white (0.5), orange (1),
+  // Okabe and Ito's blue and vermillion; light in the middle, dark at both ends.
+  const DIVERGING = [[0, 114, 178], [255, 255, 255], [213, 94, 0]];
+
+  function diverging(t) {
+    const x = Math.min(Math.max(t, 0), 1) * 2, i = Math.min(Math.floor(x), 1), f = x - i;
+    const c = DIVERGING[i].map((a, k) => Math.round(a + f * (DIVERGING[i + 1][k] - a)));
+    return `rgb(${c[0]},${c[1]},${c[2]})`;
+  }
 
   // ---- small DOM helpers ---------------------------------------------
   function el(tag, attrs, parent, text) {
@@ -83,13 +98,22 @@
    *
    * values: rows x cols numbers in [0, 1].  Each cell is a <rect> with
    * data-row, data-col and data-value (the full number) and a <title>.
+   * Options for large or signed matrices: domain [lo, hi] (the values the
+   * colour map's ends stand for; default [0, 1]), colour (a map of 0..1,
+   * default viridis), labelEvery (label every n-th row and column) and
+   * marks {rows, cols} (indices outlined: a chosen row or column), which
+   * chart.mark(marks) moves without redrawing the cells.
    */
   function heatmap(parent, opts) {
     const {values, rows, cols, title, xlabel, ylabel} = opts;
-    const cell = opts.cell || 34;
-    const left = 12 + 7 * Math.max(4, ...rows.map((r) => r.length));
+    const cell = opts.cell || 34, every = opts.labelEvery || 1;
+    const gap = cell >= 10 ? 1 : 0;  // small cells: no gaps (no stripes)
+    const [lo, hi] = opts.domain || [0, 1], colour = opts.colour || viridis;
+    const scale = (v) => (v - lo) / (hi - lo);
+    const shown = (labels) => labels.filter((_, i) => i % every === 0);
+    const left = 12 + 7 * Math.max(4, ...shown(rows).map((r) => r.length));
     const top = title ? 28 : 8;
-    const bottom = 14 + 6.5 * Math.max(3, ...cols.map((c) => c.length));
+    const bottom = 14 + 6.5 * Math.max(3, ...shown(cols).map((c) => c.length));
     const width = left + cell * cols.length + 70;
     const height = top + cell * rows.length + bottom;
     const summary = opts.label || title || "heatmap";
@@ -103,20 +127,23 @@
     values.forEach((row, i) => row.forEach((v, j) => {
       const x = left + j * cell, y = top + i * cell;
       const r = svg("rect", {
-        x, y, width: cell - 1, height: cell - 1, fill: viridis(v),
+        x, y, width: cell - gap, height: cell - gap, fill: colour(scale(v)),
         "data-row": i, "data-col": j, "data-value": String(v)}, chart);
       svg("title", {}, r, `${rows[i]} → ${cols[j]}: ${fmt(v, 3)}`);
       if (opts.annotate !== false) {
         svg("text", {
           x: x + cell / 2, y: y + cell / 2 + 4, "text-anchor": "middle",
-          "font-size": 10, fill: textColour(v), "aria-hidden": "true"},
+          "font-size": 10, fill: textColour(scale(v)), "aria-hidden": "true"},
         chart, fmt(v, 2));
       }
     }));
-    rows.forEach((r, i) => svg("text", {
-      x: left - 6, y: top + i * cell + cell / 2 + 4, "text-anchor": "end",
-      "font-size": 12}, chart, r));
+    rows.forEach((r, i) => {
+      if (i % every) return;
+      svg("text", {x: left - 6, y: top + i * cell + cell / 2 + 4, "text-anchor": "end",
+                   "font-size": 12}, chart, r);
+    });
     cols.forEach((c, j) => {
+      if (j % every) return;
       const x = left + j * cell + cell / 2, y = top + rows.length * cell + 8;
       svg("text", {x, y, "text-anchor": "end", "font-size": 12,
                    transform: `rotate(-60 ${x} ${y})`}, chart, c);
@@ -130,15 +157,26 @@
       svg("text", {x: left + cols.length * cell / 2, y: height - 2,
                    "font-size": 11, "text-anchor": "middle"}, chart, xlabel);
     }
-    // The colour bar, 0 at the bottom, 1 at the top.
+    // Outlines of the marked rows and columns, over the cells.
+    const outlines = svg("g", {class: "d2l-marks"}, chart);
+    const outline = (x, y, width, height) => svg("rect", {
+      x: x - 1, y: y - 1, width: width + 1, height: height + 1, fill: "none",
+      stroke: "#000", "stroke-width": 2}, outlines);
+    chart.mark = (marks) => {
+      outlines.replaceChildren();
+      (marks.rows || []).forEach((i) => outline(left, top + i * cell, cols.length * cell, cell));
+      (marks.cols || []).forEach((j) => outline(left + j * cell, top, cell, rows.length * cell));
+    };
+    chart.mark(opts.marks || {});
+    // The colour bar, lo at the bottom, hi at the top.
     const barX = left + cols.length * cell + 14, barH = rows.length * cell;
     for (let k = 0; k < 20; k++) {
       svg("rect", {x: barX, y: top + barH * (19 - k) / 20, width: 12,
-                   height: barH / 20 + 0.5, fill: viridis((k + 0.5) / 20)},
+                   height: barH / 20 + 0.5, fill: colour((k + 0.5) / 20)},
           chart);
     }
-    svg("text", {x: barX + 16, y: top + 9, "font-size": 10}, chart, "1");
-    svg("text", {x: barX + 16, y: top + barH, "font-size": 10}, chart, "0");
+    svg("text", {x: barX + 16, y: top + 9, "font-size": 10}, chart, String(hi));
+    svg("text", {x: barX + 16, y: top + barH, "font-size": 10}, chart, String(lo));
     return chart;
   }
 
@@ -389,14 +427,19 @@
     return [preds, weights];
   }
 
+  /** Line charts over xs: lines [{ys, colour, dash, width}], a dashed
+   * vertical marker at x = marker; optional points {xs, ys} (dots) and
+   * stems (a weight per point, drawn below the chart). */
   function curves(parent, opts) {
-    const {xs, lines, points, stems, marker, title, label} = opts;
-    const W = 560, H = 300, L = 44, R = 12, T = 26, B = 34, stemH = 60;
+    const {xs, lines, marker, title, label, xlabel} = opts;
+    const points = opts.points || {xs: [], ys: []}, stems = opts.stems || [];
+    const W = 560, H = 300, L = 44, R = 12, T = 26, B = 34;
+    const stemH = stems.length ? 60 : 0;
     const all = [...lines.flatMap((l) => l.ys), ...points.ys];
     const lo = Math.min(...all), hi = Math.max(...all);
     const x0 = Math.min(...xs, ...points.xs), x1 = Math.max(...xs, ...points.xs);
-    const sx = (x) => L + (x - x0) / (x1 - x0) * (W - L - R);
-    const top = H - B - stemH - 10;
+    const sx = (x) => L + (x - x0) / (x1 - x0 || 1) * (W - L - R);
+    const top = H - B - (stems.length ? stemH + 10 : 0);
     const sy = (y) => top - (y - lo) / (hi - lo || 1) * (top - T);
     const chart = svg("svg", {class: "d2l-curves", role: "img", width: W, height: H,
                               viewBox: `0 0 ${W} ${H}`, "aria-label": label}, parent);
@@ -418,7 +461,11 @@
     }
     // The weights of the marked query on each key, as stems.
     const base = H - B, peak = Math.max(...stems, 1e-12);
-    svg("line", {x1: L, y1: base, x2: W - R, y2: base, stroke: "#999"}, chart);
+    if (stems.length) {
+      svg("line", {x1: L, y1: base, x2: W - R, y2: base, stroke: "#999"}, chart);
+      svg("text", {x: L - 4, y: base - stemH + 4, "font-size": 10, "text-anchor": "end"},
+          chart, fmt(peak, 2));
+    }
     stems.forEach((w, j) => {
       if (w <= 0) return;
       const x = sx(points.xs[j]);
@@ -427,10 +474,8 @@
                                 "data-value": String(w)}, chart);
       svg("title", {}, stem, `key x = ${fmt(points.xs[j], 2)}: weight ${fmt(w, 3)}`);
     });
-    svg("text", {x: L - 4, y: base - stemH + 4, "font-size": 10, "text-anchor": "end"},
-        chart, fmt(peak, 2));
     svg("text", {x: (L + W - R) / 2, y: H - 6, "font-size": 11, "text-anchor": "middle"},
-        chart, "x (keys are the training inputs; the stems are the weights of the marked query)");
+        chart, xlabel);
     [x0, x1].forEach((x) => svg("text", {x: sx(x), y: base + 14, "font-size": 10,
                                          "text-anchor": "middle"}, chart, fmt(x, 0)));
     return chart;
@@ -470,6 +515,8 @@
         lines: [{ys: truth, colour: "#777", dash: "5 4", width: 1.5},
                 {ys: preds, colour: PAIR[0]}],
         points: {xs: keys, ys: values},
+        xlabel: "x (keys are the training inputs; the stems are the weights of the " +
+          "marked query)",
         label: `${title}. The marked query x = ${xs[q].toFixed(2)} predicts ` +
           `${preds[q].toFixed(3)} from ${weights[q].filter((a) => a > 0).length} ` +
           `keys; its largest weight is ${Math.max(...weights[q]).toFixed(3)}.`});
@@ -484,6 +531,70 @@
     width.input.addEventListener("input", draw);
     kind.addEventListener("change", draw);
     query.input.addEventListener("input", draw);
+    draw();
+  }
+
+  // ---- explorer: positional encoding ---------------------------------------
+  function mountPositionalEncoding(rootEl, data) {
+    const D = data.num_hiddens, T = data.max_len;
+    const P = positionalEncoding(D, T).map((row) => Array.from(row));
+    const controls = el("div", {class: "d2l-controls"}, rootEl);
+    const position = rangeControl(controls, {
+      idPrefix: rootEl.id, name: "position", label: "position i",
+      min: 0, max: T - 1, step: 1, value: data.position});
+    const index = rangeControl(controls, {
+      idPrefix: rootEl.id, name: "frequency", label: "frequency j (columns 2j, 2j+1)",
+      min: 0, max: D / 2 - 1, step: 1, value: data.index});
+    const chart = el("div", {class: "d2l-chart"}, rootEl);
+    const figures = el("div", {class: "d2l-row"}, chart);
+    const line = el("p", {class: "d2l-output"}, chart);
+    const rows = Array.from({length: T}, (_, i) => String(i));
+    const cols = Array.from({length: D}, (_, k) => String(k));
+    // P does not move: its heatmap and table are made once, the sliders
+    // move the heatmap's outlines and redraw the curves.
+    const cell = Math.max(3, Math.min(12, Math.floor(480 / Math.max(T, D))));
+    const map = heatmap(figures, {
+      values: P, rows, cols, cell, annotate: false, domain: [-1, 1], colour: diverging,
+      labelEvery: Math.ceil(12 / cell), title: `P: ${T} positions × ${D} dimensions`,
+      xlabel: "dimension", ylabel: "position"});
+    const plot = el("div", {}, figures);
+    numbersTable(chart, `The positional encoding P: ${T} positions × ${D} dimensions`,
+                 rows, cols, P, 3);
+    const sig = (x) => String(Number(x.toPrecision(4)));
+
+    function draw() {
+      const i = Number(position.input.value), j = Number(index.input.value);
+      const exponent = 2 * j / D, frequency = Math.pow(10000, -exponent);
+      const wavelength = 2 * Math.PI / frequency;
+      const [sin, cos] = [P[i][2 * j], P[i][2 * j + 1]];
+      position.out.textContent = String(i);
+      position.input.setAttribute("aria-valuetext", `position ${i} of ${T}`);
+      index.out.textContent = String(j);
+      index.input.setAttribute("aria-valuetext",
+                               `j = ${j}: columns ${2 * j} and ${2 * j + 1}`);
+      map.mark({rows: [i], cols: [2 * j, 2 * j + 1]});
+      map.setAttribute("aria-label", `Heatmap of the positional encoding P, ${T} ` +
+        `positions by ${D} dimensions, from -1 (blue) to 1 (orange); row ${i} and ` +
+        `columns ${2 * j} and ${2 * j + 1} are outlined. Each column pair is a sine and ` +
+        "a cosine whose wavelength grows with the dimension.");
+      const xs = rows.map(Number), title = `Columns ${2 * j} (sin) and ${2 * j + 1} (cos)`;
+      plot.replaceChildren();
+      curves(plot, {
+        xs, marker: i, title, xlabel: "position",
+        lines: [{ys: P.map((row) => row[2 * j]), colour: PAIR[0]},
+                {ys: P.map((row) => row[2 * j + 1]), colour: PAIR[1], dash: "5 3"}],
+        label: `${title} of P over positions 0 to ${T - 1}: a wavelength of ` +
+          `${sig(wavelength)} positions; at the marked position ${i} they are ` +
+          `${sin.toFixed(3)} and ${cos.toFixed(3)}.`});
+      line.textContent = `j = ${j}: frequency 1/10000^(${2 * j}/${D}) = ${sig(frequency)}, ` +
+        `wavelength 2π·10000^(${2 * j}/${D}) = ${sig(wavelength)} positions; ` +
+        `P[${i}, ${2 * j}] = ${sin.toFixed(3)}, P[${i}, ${2 * j + 1}] = ${cos.toFixed(3)}. ` +
+        "Blue solid: the sine; orange dashed: the cosine.";
+      rootEl.dataset.numbers = JSON.stringify({position: i, index: j, frequency,
+                                               wavelength, sin, cos});
+    }
+    position.input.addEventListener("input", draw);
+    index.input.addEventListener("input", draw);
     draw();
   }
 
@@ -547,15 +658,47 @@
       t[name] = {shape: spec.shape.length === 1 ? [spec.shape[0], 1] : spec.shape,
                  data: floats.subarray(spec.offset, spec.offset + size)};
     }
-    const gru = (prefix, layer) => ({
-      w_ih: t[`${prefix}.weight_ih_l${layer}`], w_hh: t[`${prefix}.weight_hh_l${layer}`],
-      b_ih: t[`${prefix}.bias_ih_l${layer}`], b_hh: t[`${prefix}.bias_hh_l${layer}`]});
-    const layers = Array.from({length: manifest.num_layers}, (_, l) => l);
     const srcIndex = new Map(manifest.src_vocab.map((tok, i) => [tok, i]));
-    return {
-      manifest, t, srcIndex,
-      encoder: layers.map((l) => gru("encoder.rnn", l)),
-      decoder: layers.map((l) => gru("decoder.rnn", l))};
+    const model = {manifest, t, srcIndex};
+    if (manifest.attention !== "transformer") {
+      const gru = (prefix, layer) => ({
+        w_ih: t[`${prefix}.weight_ih_l${layer}`], w_hh: t[`${prefix}.weight_hh_l${layer}`],
+        b_ih: t[`${prefix}.bias_ih_l${layer}`], b_hh: t[`${prefix}.bias_hh_l${layer}`]});
+      const layers = Array.from({length: manifest.num_layers}, (_, l) => l);
+      model.encoder = layers.map((l) => gru("encoder.rnn", l));
+      model.decoder = layers.map((l) => gru("decoder.rnn", l));
+    }
+    return model;
+  }
+
+  /** nn.Linear: the weight and bias named `${name}.weight`, `${name}.bias`. */
+  const linear = (t, name, x) => matvec(t[`${name}.weight`], x, t[`${name}.bias`]);
+
+  /** The keys and values of the multi-head attention `prefix` (its W_k
+   * and W_v, projected once) over the inputs xs: what queries attend to. */
+  function headMemory(t, prefix, xs) {
+    return {keys: xs.map((x) => linear(t, `${prefix}.W_k`, x)),
+            values: xs.map((x) => linear(t, `${prefix}.W_v`, x))};
+  }
+
+  /** d2lmini's MultiHeadAttention (`prefix`, h heads) of one query q over
+   * a headMemory: [output (D), weights (h, S)]. */
+  function multiHead(t, prefix, h, memory, q) {
+    const Q = linear(t, `${prefix}.W_q`, q);
+    const D = Q.length, d = D / h, merged = new Float64Array(D), weights = [];
+    for (let head = 0; head < h; head++) {
+      const o = head * d;  // this head's slice of the D features
+      const w = softmax(memory.keys.map((k) => {
+        let s = 0;
+        for (let i = 0; i < d; i++) s += Q[o + i] * k[o + i];
+        return s / Math.sqrt(d);
+      }));
+      w.forEach((a, j) => {
+        for (let i = 0; i < d; i++) merged[o + i] += a * memory.values[j][o + i];
+      });
+      weights.push(w);
+    }
+    return [linear(t, `${prefix}.W_o`, merged), weights];
   }
 
   /** Attention of one query over the encoder outputs: [context, weights]
@@ -575,22 +718,111 @@
       w.forEach((a, j) => { for (let i = 0; i < D; i++) context[i] += a * memory.values[j][i]; });
       return [context, [w]];
     }
-    const h = m.num_heads, D = q.length, d = D / h;
-    const bias = (name) => t[`decoder.attention.${name}.bias`];
-    const Q = matvec(t["decoder.attention.W_q.weight"], q, bias("W_q"));
-    const merged = new Float64Array(D), weights = [];
-    for (let head = 0; head < h; head++) {
-      const o = head * d;
-      const scores = memory.keys.map((k) => {
-        let s = 0;
-        for (let i = 0; i < d; i++) s += Q[o + i] * k[o + i];
-        return s / Math.sqrt(d);
-      });
-      const w = softmax(scores);
-      w.forEach((a, j) => { for (let i = 0; i < d; i++) merged[o + i] += a * memory.values[j][o + i]; });
-      weights.push(w);
+    return multiHead(t, "decoder.attention", m.num_heads, memory, q);
+  }
+
+  /** The decoding steps of a GRU encoder-decoder with attention
+   * (d2lmini.attention_decoder): runs the encoder over the source ids
+   * and returns step(token) -> [logits, attention weights (h, S)]. */
+  function rnnSteps(model, ids) {
+    const m = model.manifest, t = model.t;
+    // Encoder: every layer over the sentence (no padding: one sentence).
+    let xs = ids.map((id) => embed(t["encoder.embedding.weight"], id));
+    let hs = [];
+    model.encoder.forEach((p) => {
+      let h = new Float64Array(m.num_hiddens);
+      xs = xs.map((x) => (h = gruCell(x, h, p)));
+      hs.push(h);
+    });
+    // The top layer's outputs, projected once (not at every step).
+    const memory = m.attention === "additive"
+      ? {values: xs, keys: xs.map((o) => matvec(t["decoder.attention.W_k.weight"], o))}
+      : headMemory(t, "decoder.attention", xs);
+    return (token) => {
+      const [context, weights] = attend(model, memory, hs[hs.length - 1]);
+      const e = embed(t["decoder.embedding.weight"], token);
+      let x = new Float64Array(context.length + e.length);
+      x.set(context); x.set(e, context.length);
+      hs = model.decoder.map((p, l) => (x = gruCell(x, hs[l], p)));
+      return [linear(t, "decoder.dense", x), weights];
+    };
+  }
+
+  /** d2lmini.transformer.PositionalEncoding's P (maxLen rows of D):
+   * P[i][2j] = sin(i / 10000^(2j/D)), P[i][2j + 1] = cos(the same).
+   * PositionalEncoding computes in float32: the angle is rounded the way
+   * it rounds it (Math.fround), so that P matches it to about 1e-7
+   * (a float64 angle differs by 2e-6 at 64 positions, 6e-5 at 1000). */
+  function positionalEncoding(D, maxLen) {
+    const f32 = Math.fround, P = [];
+    for (let i = 0; i < maxLen; i++) {
+      const row = new Float64Array(D);
+      for (let j = 0; 2 * j < D; j++) {
+        const angle = f32(i / f32(Math.pow(10000, f32(2 * j / D))));
+        row[2 * j] = Math.sin(angle);
+        row[2 * j + 1] = Math.cos(angle);
+      }
+      P.push(row);
     }
-    return [matvec(t["decoder.attention.W_o.weight"], merged, bias("W_o")), weights];
+    return P;
+  }
+
+  /** nn.LayerNorm of one position's features (eps 1e-5). */
+  function layerNorm(x, weight, bias) {
+    const n = x.length, mean = x.reduce((a, v) => a + v, 0) / n;
+    const variance = x.reduce((a, v) => a + (v - mean) ** 2, 0) / n;
+    const scale = 1 / Math.sqrt(variance + 1e-5);
+    return x.map((v, i) => (v - mean) * scale * weight.data[i] + bias.data[i]);
+  }
+
+  /** AddNorm `prefix`: LayerNorm(x + y). */
+  const addNorm = (t, prefix, x, y) => layerNorm(
+    x.map((v, i) => v + y[i]), t[`${prefix}.ln.weight`], t[`${prefix}.ln.bias`]);
+
+  /** PositionWiseFFN `prefix`: dense2(relu(dense1(x))). */
+  const ffn = (t, prefix, x) => linear(
+    t, `${prefix}.dense2`, linear(t, `${prefix}.dense1`, x).map((v) => Math.max(v, 0)));
+
+  /** The decoding steps of a Transformer (d2lmini.transformer, post-norm
+   * blocks): runs the encoder over the source ids and returns
+   * step(token) -> [logits, the last block's attention to the source
+   * (h, S)].  Each decoder block keeps the keys and values of the steps
+   * before (a cache): step i attends to steps 0..i, the causal mask. */
+  function transformerSteps(model, ids, maxSteps) {
+    const m = model.manifest, t = model.t, D = m.num_hiddens, h = m.num_heads;
+    const P = positionalEncoding(D, Math.max(ids.length, maxSteps));
+    const blocks = Array.from({length: m.num_layers}, (_, l) => l);
+    // Embeddings times sqrt(D), plus the position's row of P.
+    const input = (stack, id, i) => embed(t[`${stack}.embedding.weight`], id)
+      .map((v, k) => v * Math.sqrt(D) + P[i][k]);
+    // Encoder: self-attention over every source token (one sentence: no
+    // padding), then the FFN, each followed by AddNorm.
+    let xs = ids.map((id, i) => input("encoder", id, i));
+    for (const l of blocks) {
+      const p = `encoder.blks.${l}`, memory = headMemory(t, `${p}.attention`, xs);
+      xs = xs.map((x) => {
+        const y = addNorm(t, `${p}.addnorm1`, x, multiHead(t, `${p}.attention`, h, memory, x)[0]);
+        return addNorm(t, `${p}.addnorm2`, y, ffn(t, `${p}.ffn`, y));
+      });
+    }
+    const source = blocks.map((l) => headMemory(t, `decoder.blks.${l}.cross_attention`, xs));
+    const past = blocks.map(() => ({keys: [], values: []}));
+    let position = 0;
+    return (token) => {
+      let x = input("decoder", token, position++), weights = null;
+      for (const l of blocks) {
+        const p = `decoder.blks.${l}`, own = headMemory(t, `${p}.self_attention`, [x]);
+        past[l].keys.push(own.keys[0]);
+        past[l].values.push(own.values[0]);
+        const [a] = multiHead(t, `${p}.self_attention`, h, past[l], x);
+        const y = addNorm(t, `${p}.addnorm1`, x, a);
+        const [c, w] = multiHead(t, `${p}.cross_attention`, h, source[l], y);
+        const z = addNorm(t, `${p}.addnorm2`, y, c);
+        x = addNorm(t, `${p}.addnorm3`, z, ffn(t, `${p}.ffn`, z));
+        weights = w;
+      }
+      return [linear(t, "decoder.dense", x), weights];
+    };
   }
 
   /** What the model reads: tokens, ids (with <eos>, cut at num_steps). */
@@ -607,49 +839,31 @@
    *
    * Returns {tokens, outTokens, srcTokens, words, attention (h, steps,
    * S), finished}: attention has a row per output step, the step that
-   * emitted <eos> included.
+   * emitted <eos> included (a Transformer's: its last decoder block's
+   * attention to the source).
    */
   function translate(model, sentence, maxLen) {
-    const m = model.manifest, t = model.t;
+    const m = model.manifest;
     const src = readSource(model, sentence);
     if (src.tokens.length === 0) throw new Error("empty sentence");
-    // Encoder: every layer over the sentence (no padding: one sentence).
-    let xs = src.ids.map((id) => embed(t["encoder.embedding.weight"], id));
-    const hidden = [];
-    model.encoder.forEach((p) => {
-      let h = new Float64Array(m.num_hiddens);
-      xs = xs.map((x) => (h = gruCell(x, h, p)));
-      hidden.push(h);
-    });
-    const outputs = xs;  // (S, D), the top layer
-    const memory = {values: outputs, keys: outputs};
-    if (m.attention === "additive") {
-      memory.keys = outputs.map((o) => matvec(t["decoder.attention.W_k.weight"], o));
-    } else {
-      const bias = (name) => t[`decoder.attention.${name}.bias`];
-      memory.keys = outputs.map((o) => matvec(t["decoder.attention.W_k.weight"], o, bias("W_k")));
-      memory.values = outputs.map((o) => matvec(t["decoder.attention.W_v.weight"], o, bias("W_v")));
-    }
+    const maxSteps = maxLen || m.num_steps;
+    const steps = m.attention === "transformer"
+      ? transformerSteps(model, src.ids, maxSteps) : rnnSteps(model, src.ids);
     const eos = m.tgt_special.eos;
-    let y = m.tgt_special.bos, hs = hidden;
-    const ids = [], steps = [];
+    let y = m.tgt_special.bos;
+    const ids = [], maps = [];
     let finished = false;
-    for (let step = 0; step < (maxLen || m.num_steps); step++) {
-      const [context, weights] = attend(model, memory, hs[hs.length - 1]);
-      const e = embed(t["decoder.embedding.weight"], y);
-      let x = new Float64Array(context.length + e.length);
-      x.set(context); x.set(e, context.length);
-      hs = model.decoder.map((p, l) => (x = gruCell(x, hs[l], p)));
-      const logits = matvec(t["decoder.dense.weight"], x, t["decoder.dense.bias"]);
+    for (let step = 0; step < maxSteps; step++) {
+      const [logits, weights] = steps(y);
       let best = 0;
       for (let i = 1; i < logits.length; i++) if (logits[i] > logits[best]) best = i;
-      steps.push(weights);
+      maps.push(weights);
       y = best;
       if (y === eos) { finished = true; break; }
       ids.push(y);
     }
-    const h = steps[0].length;
-    const attention = Array.from({length: h}, (_, k) => steps.map((w) => w[k]));
+    const h = maps[0].length;
+    const attention = Array.from({length: h}, (_, k) => maps.map((w) => w[k]));
     const tokens = ids.map((i) => m.tgt_vocab[i]);
     return {srcTokens: src.srcTokens, words: src.tokens, tokens,
             outTokens: finished ? tokens.concat(["<eos>"]) : tokens,
@@ -766,7 +980,9 @@
         : maps[Number(head)];
       const which = h === 1 ? "" : head === "mean" ? ` (mean of ${h} heads)` : ` (head ${Number(head) + 1})`;
       chart.replaceChildren();
-      const title = `Attention of each output token${which}`;
+      const title = data.recipe.attention === "transformer"
+        ? `The last decoder block's attention to the source, per output token${which}`
+        : `Attention of each output token${which}`;
       heatmap(chart, {
         values, rows: result.outTokens, cols: result.srcTokens, title,
         xlabel: "source tokens", ylabel: "output tokens", cell: 30,
@@ -866,6 +1082,7 @@
 
   const MOUNTS = {"masked-softmax": mountMaskedSoftmax, scaling: mountScaling,
                   "kernel-regression": mountKernelRegression,
+                  "positional-encoding": mountPositionalEncoding,
                   translator: mountTranslator};
 
   function mountAll(doc) {
@@ -885,7 +1102,8 @@
   }
 
   root.d2lLive = {mountAll, tokenize, makeModel, loadModel, translate,
-                  readSource, maskedSoftmaxRow, nadarayaWatson, viridis};
+                  readSource, maskedSoftmaxRow, nadarayaWatson, positionalEncoding,
+                  viridis};
   if (typeof module !== "undefined") module.exports = root.d2lLive;
 })(typeof window !== "undefined" ? window : globalThis);
 if (typeof document !== "undefined") window.d2lLive.mountAll();

@@ -13,11 +13,15 @@ in trusted outputs) and on the static website.
   and keys and each query's largest softmax weight;
 - ``kernel_regression_explorer``: Nadaraya-Watson attention pooling, with
   the kernel's width and type and a marked query;
+- ``positional_encoding_explorer``: the Transformer's sinusoidal
+  positions P as a heatmap and as curves, with sliders for a position
+  and a frequency;
 - ``translator``: a text box that translates with a trained model in the
-  page, from weights that ``export_model`` writes (the website's build
+  page (GRU with additive or multi-head attention, or a Transformer),
+  from weights that ``export_model`` writes (the website's build
   exports them: ``scripts/export_models.py``).
 
-Shape legend: L queries, S keys, N sampled queries.
+Shape legend: L queries, S keys, N sampled queries, D features.
 """
 
 import base64
@@ -25,24 +29,31 @@ import dataclasses
 import hashlib
 import html
 import json
+import numbers
 import re
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from d2lmini.attention import MultiHeadAttention
+from d2lmini.decoding import attention_heads
 from d2lmini.utils import atomic_write
 
 __all__ = ["LiveHTML", "export_model", "kernel_regression_explorer",
            "masked_softmax_explorer", "payloads",
-           "sample_scores", "scaling_explorer", "translator",
-           "with_site_view"]
+           "positional_encoding_explorer", "sample_scores",
+           "scaling_explorer", "translator", "with_site_view"]
 
 LIVE_JS = Path(__file__).with_name("live.js")
 # Where the website serves exported models, from a page in chapters/.
 MODELS_URL = "../_static/models/"
 MANIFEST_FORMAT = 1
 DIMS = tuple(2 ** i for i in range(11))
+# The models the page runs, by Recipe.attention.
+PAGE_ATTENTIONS = ("additive", "multihead", "transformer")
+# The positional-encoding explorer draws D * max_len cells at most.
+PE_MAX_CELLS = 2 ** 15
 
 
 def payloads(html_text, kind):
@@ -219,11 +230,94 @@ def kernel_regression_explorer(x_train, y_train, x_query, f_query, *,
         "query": query}, NEEDS_JS)
 
 
+def positional_encoding_explorer(num_hiddens=32, max_len=64, position=10,
+                                 index=2):
+    """Sliders for a position i and a frequency index j over the
+    Transformer's sinusoidal positions (``d2lmini.transformer.
+    PositionalEncoding``), which the page computes from D and max_len.
+
+    The page draws P (max_len, D) as a heatmap with row i and columns
+    2j, 2j + 1 marked, those two columns as curves over the positions,
+    and a line giving the frequency 1 / 10000^(2j/D), the wavelength
+    2 pi 10000^(2j/D) (in positions) and P[i, 2j], P[i, 2j + 1].
+
+    Args:
+        num_hiddens: D, even and at least 2.
+        max_len: the number of positions drawn (the rows of P).
+        position: the initially marked position i, in [0, max_len).
+        index: the initial frequency index j, in [0, D // 2).
+
+    Returns:
+        A ``LiveHTML``.
+    """
+    args = {"num_hiddens": num_hiddens, "max_len": max_len,
+            "position": position, "index": index}
+    for name, value in args.items():
+        if isinstance(value, bool) or not isinstance(value,
+                                                     numbers.Integral):
+            raise TypeError(f"{name} must be an int, got {value!r} "
+                            f"({type(value).__name__})")
+        args[name] = int(value)
+    D, T = args["num_hiddens"], args["max_len"]
+    if D < 2 or D % 2:
+        raise ValueError(f"num_hiddens must be an even int >= 2 (its "
+                         f"columns are sine and cosine pairs), got {D}; "
+                         f"try {max(2, D + D % 2)}")
+    if T < 1:
+        raise ValueError(f"max_len must be at least 1 position, got {T}")
+    if D * T > PE_MAX_CELLS:
+        raise ValueError(
+            f"the page draws a cell per entry of P: num_hiddens * max_len "
+            f"= {D * T} is more than {PE_MAX_CELLS}; draw fewer positions "
+            f"or dimensions")
+    if not 0 <= args["position"] < T:
+        raise ValueError(f"position must be in [0, max_len) = [0, {T}), "
+                         f"got {args['position']}")
+    if not 0 <= args["index"] < D // 2:
+        raise ValueError(
+            f"index (the frequency j of columns 2j and 2j + 1) must be "
+            f"in [0, num_hiddens // 2) = [0, {D // 2}), got "
+            f"{args['index']}")
+    return LiveHTML("positional-encoding", args, NEEDS_JS)
+
+
 # ---- the translator -----------------------------------------------------
 
 def _checkpoint_name(recipe):
     from d2lmini.cache import checkpoint_path
     return checkpoint_path(recipe, ".").stem
+
+
+def _model_attention(model):
+    """The ``Recipe.attention`` of a model the page can run, or None."""
+    decoder = model.decoder
+    if hasattr(decoder, "cross_attention_weights"):
+        return "transformer"
+    attention = getattr(decoder, "attention", None)
+    if attention is None:
+        return None
+    return "multihead" if isinstance(attention, MultiHeadAttention) \
+        else "additive"
+
+
+def _page_heads(recipe, model):
+    """The number of heads of the attention the page draws; raises
+    unless the page can run ``model`` as the ``recipe`` describes it."""
+    kind = recipe.attention
+    if kind not in PAGE_ATTENTIONS:
+        raise ValueError(f"only attention decoders run in the page (it "
+                         f"draws their attention weights), not "
+                         f"attention={kind!r}: use one of {PAGE_ATTENTIONS}")
+    heads = attention_heads(model)
+    if heads is None:
+        raise TypeError("the model has no attention decoder: the "
+                        "translator draws attention weights")
+    found = _model_attention(model)
+    if found != kind:
+        raise ValueError(f"the recipe says attention={kind!r} but the "
+                         f"run's model has {found!r} attention: pass the "
+                         "run that train_or_load(recipe) returns")
+    return heads
 
 
 def translator(recipe, run, example, examples=(), *, base=MODELS_URL):
@@ -233,10 +327,13 @@ def translator(recipe, run, example, examples=(), *, base=MODELS_URL):
     holds the recipe and the fingerprint of the run, so that the site's
     build exports exactly this model (``scripts/export_models.py``) and
     the page can check it loaded the one the notebook evaluated.  The
-    weights load only when the reader opens the box.
+    weights load only when the reader opens the box.  A Transformer's
+    heatmap is its last decoder block's attention to the source, what
+    ``d2lmini.decoding.greedy_decode`` reports.
 
     Args:
-        recipe: the ``Recipe`` that ``train_or_load`` trained.
+        recipe: the ``Recipe`` that ``train_or_load`` trained; its
+            ``attention`` is one of ``PAGE_ATTENTIONS``.
         run: its ``Run`` (model and data).
         example: the sentence the box starts with.
         examples: sentences offered as buttons (e.g. those the section
@@ -254,16 +351,13 @@ def translator(recipe, run, example, examples=(), *, base=MODELS_URL):
             isinstance(s, str) and s.strip() for s in examples):
         raise TypeError(f"examples must be a list of sentences, got "
                         f"{examples!r}")
-    attention = getattr(run.model.decoder, "attention", None)
-    if attention is None:
-        raise TypeError("the model has no attention decoder: the "
-                        "translator draws attention weights")
+    num_heads = _page_heads(recipe, run.model)
     size = sum(p.numel() for p in run.model.state_dict().values()) * 4
     return LiveHTML("translator", {
         "checkpoint": _checkpoint_name(recipe),
         "recipe": dataclasses.asdict(recipe),
         "fingerprint": fingerprint(recipe, run.data),
-        "num_heads": getattr(attention, "num_heads", 1),
+        "num_heads": num_heads,
         "size_mb": round(size / 1e6, 1), "example": example,
         "examples": list(examples), "base": base},
         "Type a sentence and see the translation and attention: this box "
@@ -276,19 +370,30 @@ def export_model(recipe, run, folder):
 
     ``weights.bin`` is every tensor of the state dict, float32
     little-endian, one after the other; the manifest gives each one's
-    offset (in floats) and shape, the vocabularies, the special ids, the
-    sizes, the recipe key and the run's fingerprint.
+    offset (in floats) and shape (by state-dict name), the vocabularies,
+    the special ids, the sizes, the recipe key and the run's
+    fingerprint.  ``num_layers`` is the GRU layers, or a Transformer's
+    blocks in the encoder and in the decoder; a Transformer's manifest
+    also gives ``ffn_num_hiddens`` (its positions are not stored: the
+    page computes them).
 
     Returns:
         The model's folder.
     """
     from d2lmini.cache import fingerprint
     model, data = run.model, run.data
-    attention = model.decoder.attention
+    num_heads = _page_heads(recipe, model)
     kind = recipe.attention
-    if kind not in ("additive", "multihead"):
-        raise ValueError(f"only attention decoders run in the page, not "
-                         f"attention={kind!r}")
+    encoder = model.encoder
+    if kind == "transformer":
+        sizes = {"num_layers": len(encoder.blks),
+                 "num_hiddens": encoder.num_hiddens,
+                 "embed_size": encoder.embedding.embedding_dim,
+                 "ffn_num_hiddens": encoder.blks[0].ffn.dense1.out_features}
+    else:
+        sizes = {"num_layers": encoder.rnn.num_layers,
+                 "num_hiddens": encoder.rnn.hidden_size,
+                 "embed_size": encoder.embedding.embedding_dim}
     tensors, chunks, offset = {}, [], 0
     for name, value in model.state_dict().items():
         array = value.detach().cpu().to(torch.float32).numpy()
@@ -302,10 +407,7 @@ def export_model(recipe, run, folder):
     manifest = {
         "format": MANIFEST_FORMAT, "checkpoint": name,
         "recipe_key": recipe.key(), "fingerprint": fingerprint(recipe, data),
-        "attention": kind, "num_heads": getattr(attention, "num_heads", 1),
-        "num_layers": model.encoder.rnn.num_layers,
-        "num_hiddens": model.encoder.rnn.hidden_size,
-        "embed_size": model.encoder.embedding.embedding_dim,
+        "attention": kind, "num_heads": num_heads, **sizes,
         "num_steps": data.num_steps,
         "src_vocab": list(data.src_vocab.idx_to_token),
         "tgt_vocab": list(data.tgt_vocab.idx_to_token),

@@ -243,7 +243,9 @@ class Seq2Seq(nn.Module):
     Args:
         encoder: e.g. ``Seq2SeqEncoder``; called as ``encoder(src,
             src_valid_len)``.
-        decoder: ``Seq2SeqDecoder`` or ``Seq2SeqAttentionDecoder``.
+        decoder: ``Seq2SeqDecoder``, ``Seq2SeqAttentionDecoder`` or
+            ``d2lmini.transformer.TransformerDecoder`` (with
+            ``TransformerEncoder``).
         tgt_pad: id of ``<pad>`` in the target vocabulary.
         lr: learning rate of the Adam optimizer.
 

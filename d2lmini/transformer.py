@@ -7,6 +7,10 @@ and layer normalization.  Attention is ``d2lmini.attention``'s
 ``MultiHeadAttention`` (with biases, as PyTorch's); padding is given by
 valid lengths, and the decoder's causal mask is the 2-D ``valid_lens`` of
 ``masked_softmax`` (query t sees keys 0..t), not a second mechanism.
+Greedy decoding runs one new token per step: each decoder block keeps
+the projected keys and values of the earlier steps (a key/value cache),
+and the encoder outputs are projected for the cross-attention once, in
+``TransformerDecoder.init_state``.
 
 Shape legend for every comment and docstring in this module:
     B  batch size      T  target steps      S  source steps
@@ -14,16 +18,20 @@ Shape legend for every comment and docstring in this module:
 """
 
 import math
+from typing import NamedTuple
 
 import torch
 from torch import nn
 
-from .attention import MultiHeadAttention
+from .attention import AttentionMemory, MultiHeadAttention, valid_mask
+from .seq2seq import _check_sorted
 from .utils import check_int
 
 __all__ = ["AddNorm", "PositionWiseFFN", "PositionalEncoding",
            "TransformerDecoder", "TransformerDecoderBlock",
-           "TransformerEncoder", "TransformerEncoderBlock", "causal_lens"]
+           "TransformerEncoder", "TransformerEncoderBlock",
+           "TransformerState", "causal_lens",
+           "copy_from_pytorch"]
 
 
 def _check_features(X, D, name="X"):
@@ -131,12 +139,17 @@ class TransformerEncoderBlock(nn.Module):
 class TransformerDecoderBlock(nn.Module):
     """Masked self-attention, attention to the encoder, and an FFN.
 
-    ``forward(X, enc_outputs, enc_valid_lens, cache=None)``: X (B, T, D).
-    Without a cache, X is a whole target prefix and query t sees steps
-    0..t.  With ``cache`` (the block's inputs at the earlier steps,
-    (B, t, D)), X holds the next steps only and attends to the cache
-    too.  Returns ``(output, new_cache)``: the new cache is the cache
-    followed by X, which the next step passes back.
+    ``forward(X, enc_outputs, enc_valid_lens, cache=None, *,
+    memory=None)``: X (B, T, D).  Without a cache, X is a whole target
+    prefix and query t sees steps 0..t.  With ``cache``, the projected
+    keys and values of the earlier steps (an ``AttentionMemory`` of
+    (B * h, t, D / h) tensors), X holds the next steps only and attends
+    to the cached steps too.  ``memory``, the cross-attention's
+    ``precompute(enc_outputs, enc_outputs, enc_valid_lens)``, saves
+    projecting the encoder outputs again at every step (then
+    ``enc_outputs`` and ``enc_valid_lens`` are not used).  Returns
+    ``(output, new_cache)``: the cache grown by X's steps, which the
+    next step passes back.
     """
 
     def __init__(self, num_hiddens, ffn_num_hiddens, num_heads,
@@ -152,23 +165,106 @@ class TransformerDecoderBlock(nn.Module):
         self.addnorm3 = AddNorm(num_hiddens, dropout)
         self.num_hiddens = num_hiddens
 
-    def forward(self, X, enc_outputs, enc_valid_lens=None, cache=None):
-        _check_features(X, self.num_hiddens)
-        _check_features(enc_outputs, self.num_hiddens, "enc_outputs")
-        past = 0 if cache is None else cache.shape[1]
-        if cache is not None:
-            _check_features(cache, self.num_hiddens, "cache")
-            if cache.shape[0] != X.shape[0]:
-                raise ValueError(f"the cache holds {cache.shape[0]} "
-                                 f"sequences, X {X.shape[0]}")
-        keys = X if cache is None else torch.cat([cache, X], dim=1)
+    def _self_memory(self, X, cache):
+        """Keys and values of the cached steps and of X, with the causal
+        mask of X's queries: (B * h, T, t + T)."""
+        new = self.self_attention.precompute(X, X)  # (B * h, T, D / h)
         B, T = X.shape[:2]
-        lens = causal_lens(B, T, past, X.device)  # (B, T)
-        Y = self.addnorm1(X, self.self_attention(X, keys, keys, lens))
-        Z = self.addnorm2(Y, self.cross_attention(Y, enc_outputs,
-                                                  enc_outputs,
-                                                  enc_valid_lens))
-        return self.addnorm3(Z, self.ffn(Z)), keys
+        if cache is not None:
+            h = self.self_attention.num_heads
+            keys = getattr(cache, "keys", cache)
+            ok = isinstance(cache, AttentionMemory) and (
+                keys.shape[0] == B * h
+                and keys.shape[2:] == new.keys.shape[2:])
+            if not ok:
+                got = tuple(keys.shape) if torch.is_tensor(keys) else \
+                    type(cache).__name__
+                raise ValueError(
+                    f"the cache must hold the keys of {B} sequences x {h} "
+                    f"heads, {(B * h, 't', *new.keys.shape[2:])}, got "
+                    f"{got}: pass back the cache the last step returned")
+            new = AttentionMemory(torch.cat([cache.keys, new.keys], 1),
+                                  torch.cat([cache.values, new.values], 1),
+                                  None)
+        S = new.keys.shape[1]
+        lens = causal_lens(B, T, S - T, X.device)  # (B, T)
+        mask = self.self_attention.split_mask(valid_mask(lens, S))
+        return new, new._replace(mask=mask)
+
+    def forward(self, X, enc_outputs, enc_valid_lens=None, cache=None, *,
+                memory=None):
+        _check_features(X, self.num_hiddens)
+        if memory is None:
+            _check_features(enc_outputs, self.num_hiddens, "enc_outputs")
+            memory = self.cross_attention.precompute(
+                enc_outputs, enc_outputs, enc_valid_lens)
+        cache, masked = self._self_memory(X, cache)
+        Y = self.addnorm1(X, self.self_attention(X, None, None,
+                                                 memory=masked))
+        Z = self.addnorm2(Y, self.cross_attention(Y, None, None,
+                                                  memory=memory))
+        return self.addnorm3(Z, self.ffn(Z)), cache
+
+
+class TransformerState(NamedTuple):
+    """State of ``TransformerDecoder``: the encoder's outputs (B, S, D)
+    and valid lengths (B,) or None; per block, the cross-attention's
+    projected encoder outputs and the self-attention cache (None before
+    the first step)."""
+
+    enc_outputs: torch.Tensor
+    enc_valid_lens: torch.Tensor
+    memories: list
+    caches: list
+
+
+def copy_from_pytorch(block, layer):
+    """Give ``block`` the weights of PyTorch's equivalent layer.
+
+    ``block`` is a ``TransformerEncoderBlock`` (``layer`` an
+    ``nn.TransformerEncoderLayer``) or a ``TransformerDecoderBlock``
+    (``nn.TransformerDecoderLayer``); the layer must be post-norm
+    (``norm_first=False``) with ReLU and the block's sizes.  Then both
+    compute the same function, which is how the tests and the
+    Transformer section check this module.
+    """
+    pairs = {TransformerEncoderBlock: (nn.TransformerEncoderLayer,
+                                       ("attention", "self_attn")),
+             TransformerDecoderBlock: (nn.TransformerDecoderLayer,
+                                       ("self_attention", "self_attn"),
+                                       ("cross_attention", "multihead_attn"))}
+    kind, *attentions = pairs.get(type(block), (None,))
+    if kind is None or not isinstance(layer, kind):
+        raise TypeError(f"copy an nn.TransformerEncoderLayer into a "
+                        f"TransformerEncoderBlock, or a decoder layer into "
+                        f"a decoder block; got {type(layer).__name__} and "
+                        f"{type(block).__name__}")
+    want = (block.num_hiddens, block.ffn.dense1.out_features,
+            getattr(block, attentions[0][0]).num_heads)
+    sizes = (layer.linear1.in_features, layer.linear1.out_features,
+             layer.self_attn.num_heads)
+    relu = layer.activation is torch.nn.functional.relu or \
+        isinstance(layer.activation, nn.ReLU)
+    if layer.norm_first or not relu or sizes != want:
+        raise ValueError(
+            f"the layer must be post-norm (norm_first=False) with ReLU and "
+            f"(d_model, dim_feedforward, nhead) = {want}, got "
+            f"norm_first={layer.norm_first}, ReLU {relu}, {sizes}")
+    norms = [m for m in block.children() if isinstance(m, AddNorm)]
+    with torch.no_grad():
+        for ours, theirs in attentions:
+            a, t = getattr(block, ours), getattr(layer, theirs)
+            for lin, w, b in zip((a.W_q, a.W_k, a.W_v),
+                                 t.in_proj_weight.chunk(3),
+                                 t.in_proj_bias.chunk(3)):
+                lin.weight.copy_(w)
+                lin.bias.copy_(b)
+            a.W_o.load_state_dict(t.out_proj.state_dict())
+        block.ffn.dense1.load_state_dict(layer.linear1.state_dict())
+        block.ffn.dense2.load_state_dict(layer.linear2.state_dict())
+        for i, norm in enumerate(norms, 1):
+            norm.ln.load_state_dict(getattr(layer, f"norm{i}").state_dict())
+    return block
 
 
 class _Stack(nn.Module):
@@ -179,8 +275,12 @@ class _Stack(nn.Module):
                  num_heads, num_blks, dropout, max_len):
         super().__init__()
         check_int("num_blks", num_blks)
-        self.num_hiddens = num_hiddens
+        self.num_hiddens, self.num_heads = num_hiddens, num_heads
         self.embedding = nn.Embedding(vocab_size, num_hiddens)
+        # N(0, 1/D), so that the embedding times sqrt(D) has unit scale,
+        # like the positions it is added to (as in Vaswani et al.);
+        # nn.Embedding's N(0, 1) would be 16 times larger at D = 256.
+        nn.init.normal_(self.embedding.weight, std=num_hiddens ** -0.5)
         self.pos_encoding = PositionalEncoding(num_hiddens, dropout, max_len)
         self.blks = nn.ModuleList(
             block(num_hiddens, ffn_num_hiddens, num_heads, dropout)
@@ -221,10 +321,12 @@ class TransformerEncoder(_Stack):
 class TransformerDecoder(_Stack):
     """Embeddings, positions, ``num_blks`` decoder blocks, output layer.
 
-    ``init_state(enc_outputs, enc_valid_lens)`` starts a state with empty
-    caches; ``forward(X, state)`` takes the next steps X (B, T) (the whole
-    target when training, one step at a time when decoding) and returns
-    logits (B, T, V) and the state with the blocks' caches grown by T.
+    ``init_state(enc_outputs, enc_valid_lens)`` projects the encoder
+    outputs for every block's cross-attention once and starts a
+    ``TransformerState`` with empty caches; ``forward(X, state)`` takes
+    the next steps X (B, T) (the whole target when training, one step at
+    a time when decoding) and returns logits (B, T, V) and the state
+    with the blocks' caches grown by T.
     """
 
     def __init__(self, vocab_size, num_hiddens, ffn_num_hiddens, num_heads,
@@ -235,7 +337,11 @@ class TransformerDecoder(_Stack):
         self.dense = nn.Linear(num_hiddens, vocab_size)
 
     def init_state(self, enc_outputs, enc_valid_lens=None):
-        return [enc_outputs, enc_valid_lens, [None] * len(self.blks)]
+        _check_features(enc_outputs, self.num_hiddens, "enc_outputs")
+        memories = [blk.cross_attention.precompute(
+            enc_outputs, enc_outputs, enc_valid_lens) for blk in self.blks]
+        return TransformerState(enc_outputs, enc_valid_lens, memories,
+                                [None] * len(self.blks))
 
     @property
     def attention_weights(self):
@@ -245,12 +351,42 @@ class TransformerDecoder(_Stack):
                  blk.cross_attention.attention_weights)
                 for blk in self.blks]
 
+    @property
+    def cross_attention_weights(self):
+        """The last block's attention to the source, (B, h, T, S): what
+        greedy decoding reports as the model's attention."""
+        return self.blks[-1].cross_attention.attention_weights
+
+    def _features(self, X, state):
+        first = state.caches[0]
+        H = self._embed(X, offset=0 if first is None else
+                        first.keys.shape[1])
+        caches = []
+        for blk, memory, cache in zip(self.blks, state.memories,
+                                      state.caches):
+            H, cache = blk(H, None, cache=cache, memory=memory)
+            caches.append(cache)
+        return H, state._replace(caches=caches)
+
     def forward(self, X, state):
-        enc_outputs, enc_valid_lens, caches = state
-        past = 0 if caches[0] is None else caches[0].shape[1]
-        H = self._embed(X, offset=past)
-        new = []
-        for blk, cache in zip(self.blks, caches):
-            H, cache = blk(H, enc_outputs, enc_valid_lens, cache)
-            new.append(cache)
-        return self.dense(H), [enc_outputs, enc_valid_lens, new]
+        H, state = self._features(X, state)
+        return self.dense(H), state
+
+    def forward_packed(self, X, state, lengths):
+        """Top-block features at the first ``lengths`` steps of each row.
+
+        The contract of ``Seq2SeqDecoder.forward_packed`` (rows sorted by
+        decreasing length), so that ``Seq2Seq.training_step`` applies the
+        output layer to the N non-pad positions only.  Every step of a
+        row runs at once; the steps after the longest row are cut.
+
+        Returns:
+            (N, D) features, time-major: all rows at step 0, then the
+            rows still running at step 1, ... (PyTorch's packed order).
+        """
+        _check_sorted(lengths, X)
+        T = int(lengths[0])
+        H, _ = self._features(X[:, :T], state)  # (B, T, D)
+        steps = torch.arange(T, device=X.device)
+        mask = steps[:, None] < lengths.to(X.device)  # (T, B)
+        return H.transpose(0, 1)[mask]  # (N, D)

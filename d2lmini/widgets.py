@@ -14,9 +14,8 @@ Shape legend: T output steps, S source positions, h heads.
 import html
 
 import ipywidgets as widgets
-import torch
 
-from d2lmini.decoding import translate
+from d2lmini.decoding import attention_heads, translate
 from d2lmini.plot import figure_to_png, translation_figure
 from d2lmini.utils import check_int
 
@@ -51,17 +50,16 @@ def _check_models(models):
         raise TypeError("models must be a non-empty dict of name -> "
                         f"trained Seq2Seq, got {type(models).__name__}")
     for name, model in models.items():
-        attention = getattr(getattr(model, "decoder", None),
-                            "attention", None)
-        if not isinstance(attention, torch.nn.Module):
-            raise TypeError(f"models[{name!r}] has no attention decoder "
-                            "(decoder.attention): the explorer draws "
-                            "attention weights")
+        if attention_heads(model) is None:
+            raise TypeError(f"models[{name!r}] has no attention to the "
+                            "source (an RNN decoder with attention, or a "
+                            "Transformer): the explorer draws attention "
+                            "weights")
     return dict(models)
 
 
 def _num_heads(model):
-    return getattr(model.decoder.attention, "num_heads", 1)
+    return attention_heads(model)
 
 
 def _source_note(data, sentence):

@@ -18,6 +18,7 @@ from d2lmini import (
     experiment,
     metrics,
     seq2seq,
+    transformer,
 )
 from d2lmini.experiment import BOOK_RECIPE, CHAPTER_RECIPE, Recipe
 
@@ -104,8 +105,9 @@ def test_key_is_stable_and_sees_every_field():
                "max_tgt_len": 6, "shuffle": False, "min_freq": 2,
                "bucket": False, "embed_size": 16, "num_hiddens": 16,
                "num_layers": 2, "dropout": 0.1, "attention": "none",
-               "num_heads": 4, "lr": 0.02, "warmup_steps": 2,
-               "schedule": "cosine", "gradient_clip_val": 0.5,
+               "num_heads": 4, "ffn_num_hiddens": 64, "lr": 0.02,
+               "warmup_steps": 2, "schedule": "cosine",
+               "gradient_clip_val": 0.5,
                "max_epochs": 2, "max_steps": 4, "max_time": 9.0,
                "val_every_n_steps": 2, "seed": 1}
     assert set(changes) == {f.name for f in dataclasses.fields(Recipe)}
@@ -126,6 +128,13 @@ def test_recipe_is_frozen_and_checked():
         TINY.replace(attention="dot")
     with pytest.raises(ValueError, match="num_heads=3 must divide"):
         TINY.replace(attention="multihead", num_heads=3)
+    with pytest.raises(ValueError, match="num_heads=3 must divide"):
+        TINY.replace(attention="transformer", num_heads=3)
+    with pytest.raises(ValueError, match="set embed_size=8"):
+        TINY.replace(attention="transformer", embed_size=6)
+    with pytest.raises(ValueError, match="must be even"):
+        TINY.replace(attention="transformer", embed_size=7, num_hiddens=7,
+                     num_heads=7)
     with pytest.raises(ValueError, match="never stops"):
         TINY.replace(max_steps=None)
     with pytest.raises(TypeError):
@@ -135,6 +144,7 @@ def test_recipe_is_frozen_and_checked():
 @pytest.mark.parametrize("changes, words", [
     ({"num_heads": 0}, "num_heads must be an int >= 1"),
     ({"num_heads": 2.0}, "num_heads must be an int"),
+    ({"ffn_num_hiddens": 0}, "ffn_num_hiddens must be an int >= 1"),
     ({"max_steps": 0}, "max_steps must be an int >= 1"),
     ({"batch_size": True}, "batch_size must be an int"),
     ({"num_val": -1}, "num_val must be an int >= 0"),
@@ -156,14 +166,21 @@ def test_recipe_rejects_bad_values(changes, words):
 
 @pytest.mark.parametrize("kind", experiment.ATTENTIONS)
 def test_build_model_follows_the_recipe(kind):
-    r = TINY.replace(attention=kind, num_heads=2)
+    r = TINY.replace(attention=kind, num_heads=2, ffn_num_hiddens=12)
     d = experiment.build_data(r)
     model = experiment.build_model(r, d)
     assert model.lr == r.lr and model.tgt_pad == d.tgt_vocab.pad
     assert model.encoder.embedding.weight.shape == (len(d.src_vocab), 8)
     dec = model.decoder
     assert dec.dense.out_features == len(d.tgt_vocab)
-    if kind == "none":
+    assert decoding.attention_heads(model) == \
+        {"none": None, "additive": 1}.get(kind, 2)
+    if kind == "transformer":
+        assert isinstance(model.encoder, transformer.TransformerEncoder)
+        assert isinstance(dec, transformer.TransformerDecoder)
+        assert len(dec.blks) == r.num_layers and dec.num_heads == 2
+        assert dec.blks[0].ffn.dense1.out_features == 12
+    elif kind == "none":
         assert isinstance(dec, seq2seq.Seq2SeqDecoder)
     else:
         expected = {"additive": attention.AdditiveAttention,
@@ -182,6 +199,21 @@ def test_train_is_reproducible():
                             m2.state_dict().values()):
         assert torch.equal(a, b), name
     assert len(d1.test_pairs) == 6
+
+
+def test_the_transformer_trains_decodes_and_evaluates():
+    r = TINY.replace(attention="transformer", num_heads=2, num_layers=2,
+                     max_steps=30, lr=0.01, warmup_steps=5)
+    model, d, history = experiment.train(r, progress=False)
+    assert history.steps[-1][1] < history.steps[0][1]  # it learns
+    res = experiment.evaluate(model, d, "test")
+    assert len(res.hypotheses) == len(res.sources) == 6
+    out = decoding.translate(model, d, [res.sources[0]])[0]
+    # The last block's attention to the source: (h, rows, valid source).
+    assert out.attention.shape == (2, len(out.out_tokens),
+                                   len(out.src_tokens))
+    torch.testing.assert_close(out.attention.sum(-1),
+                               torch.ones(2, len(out.out_tokens)))
 
 
 def test_a_recipe_without_validation_trains():

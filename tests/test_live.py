@@ -20,8 +20,9 @@ from d2lmini import seq2seq
 from d2lmini.attention import MultiHeadAttention
 from d2lmini.attention_decoder import Seq2SeqAttentionDecoder
 from d2lmini.cache import Run, fingerprint
+from d2lmini.data import MTFraEng
 from d2lmini.decoding import translate
-from d2lmini.experiment import CHAPTER_RECIPE
+from d2lmini.experiment import CHAPTER_RECIPE, build_model
 from d2lmini.live import (
     LIVE_JS,
     LiveHTML,
@@ -29,11 +30,14 @@ from d2lmini.live import (
     kernel_regression_explorer,
     masked_softmax_explorer,
     payloads,
+    positional_encoding_explorer,
     sample_scores,
     scaling_explorer,
     translator,
     with_site_view,
 )
+from d2lmini.trainer import Trainer
+from d2lmini.transformer import PositionalEncoding
 from d2lmini.utils import set_seed
 
 
@@ -106,13 +110,47 @@ def test_scaling_explorer_rejects_bad_arguments(kwargs, words):
 # ---- the translator ------------------------------------------------------
 
 def tiny_run(toy, attention, num_layers=1):
-    """A Run of a tiny untrained model on the toy corpus."""
+    """A Run of a tiny model on the toy corpus: a GRU encoder-decoder
+    with ``attention`` (a module; None is additive), untrained, or a
+    Transformer: ``"transformer"`` (untrained) or ``"trained
+    transformer"``."""
     _, data = toy
     set_seed(0)
+    if attention == "transformer":
+        model = build_model(tiny_transformer(num_layers), data).eval()
+        return Run(model, data, None, False)
+    if attention == "trained transformer":
+        # Untrained, it says one token again and again; trained on the
+        # toy pairs (a second or so), it translates them and stops.
+        # Fresh data: training draws from the data's generator.
+        data = MTFraEng(2, num_steps=6, num_train=8, num_val=0,
+                        pairs=data.train_pairs, min_freq=1)
+        model = build_model(tiny_transformer(num_layers), data)
+        Trainer(max_epochs=100, max_steps=200, progress=False,
+                seed=0).fit(model, data)
+        return Run(model.eval(), data, None, True)
     encoder = seq2seq.Seq2SeqEncoder(len(data.src_vocab), 4, 8, num_layers)
     decoder = Seq2SeqAttentionDecoder(len(data.tgt_vocab), 4, 8, num_layers,
                                       attention=attention)
     model = seq2seq.Seq2Seq(encoder, decoder, data.tgt_vocab.pad).eval()
+    return Run(model, data, None, False)
+
+
+def tiny_transformer(num_layers=1):
+    """The recipe of a tiny Transformer: D = 8, 2 heads, FFN of 16."""
+    return CHAPTER_RECIPE.replace(
+        attention="transformer", embed_size=8, num_hiddens=8, num_heads=2,
+        ffn_num_hiddens=16, num_layers=num_layers, lr=0.01)
+
+
+def plain_run(toy):
+    """A Run of a tiny GRU encoder-decoder without attention."""
+    _, data = toy
+    set_seed(0)
+    model = seq2seq.Seq2Seq(
+        seq2seq.Seq2SeqEncoder(len(data.src_vocab), 4, 8, 1),
+        seq2seq.Seq2SeqDecoder(len(data.tgt_vocab), 4, 8, 1),
+        data.tgt_vocab.pad).eval()
     return Run(model, data, None, False)
 
 
@@ -143,6 +181,44 @@ def test_export_model_refuses_a_decoder_without_attention(toy, tmp_path):
     run = tiny_run(toy, None)
     with pytest.raises(ValueError, match="only attention decoders"):
         export_model(CHAPTER_RECIPE.replace(attention="none"), run, tmp_path)
+    none = CHAPTER_RECIPE.replace(attention="none")
+    for make in (export_model, translator):
+        args = (tmp_path,) if make is export_model else ("go .",)
+        with pytest.raises(ValueError, match=re.escape(
+                "only attention decoders run in the page (it draws their "
+                "attention weights), not attention='none': use one of")):
+            make(none, plain_run(toy), *args)
+    assert not list(tmp_path.iterdir())  # nothing half-written
+
+
+def test_export_model_refuses_a_model_its_recipe_does_not_describe(
+        toy, tmp_path):
+    run = tiny_run(toy, None)  # a GRU with additive attention
+    with pytest.raises(ValueError, match="the recipe says attention="
+                       "'transformer' but the run's model has 'additive'"):
+        export_model(tiny_transformer(), run, tmp_path)
+    with pytest.raises(ValueError, match="has 'transformer' attention"):
+        translator(CHAPTER_RECIPE, tiny_run(toy, "transformer"), "go .")
+
+
+def test_export_model_describes_a_transformer(toy, tmp_path):
+    run = tiny_run(toy, "transformer", num_layers=2)
+    recipe = tiny_transformer(2)
+    manifest = json.loads(
+        (export_model(recipe, run, tmp_path) / "manifest.json").read_text())
+    assert manifest["checkpoint"] == f"seq2seq-transformer-{recipe.key()}"
+    assert {k: manifest[k] for k in (
+        "format", "attention", "num_heads", "num_layers", "num_hiddens",
+        "embed_size", "ffn_num_hiddens")} == {
+        "format": 1, "attention": "transformer", "num_heads": 2,
+        "num_layers": 2, "num_hiddens": 8, "embed_size": 8,
+        "ffn_num_hiddens": 16}
+    assert set(manifest["tensors"]) == set(run.model.state_dict())
+    assert manifest["tensors"]["decoder.blks.1.ffn.dense1.weight"][
+        "shape"] == [16, 8]
+    data = payload(translator(recipe, run, "go ."))
+    assert data["num_heads"] == 2
+    assert data["checkpoint"] == manifest["checkpoint"]
 
 
 def test_translator_names_its_checkpoint_and_fingerprint(toy):
@@ -161,11 +237,8 @@ def test_translator_rejects_bad_arguments(toy):
         translator(CHAPTER_RECIPE, run, "   ")
     with pytest.raises(TypeError, match="list of sentences"):
         translator(CHAPTER_RECIPE, run, "go .", "go .")
-    plain = Run(seq2seq.Seq2Seq(
-        run.model.encoder, seq2seq.Seq2SeqDecoder(5, 4, 8, 1), 0), run.data,
-        None, False)
     with pytest.raises(TypeError, match="no attention decoder"):
-        translator(CHAPTER_RECIPE, plain, "go .")
+        translator(CHAPTER_RECIPE, plain_run(toy), "go .")
 
 
 def test_with_site_view_gives_jupyter_the_widget_and_the_page_html():
@@ -191,27 +264,42 @@ SENTENCES = ["go .", "i'm home .", "Hi!", "zorglub frobs .", "?!",
              "I lost .\u202fHe won", "go go go go go go go go ."]
 
 
-@pytest.mark.parametrize("attention, num_layers", [
-    ("additive", 1), ("additive", 2), ("multihead", 1), ("multihead", 2)])
-def test_live_js_translates_like_d2lmini(toy, tmp_path, attention,
-                                         num_layers):
+def run_node(tmp_path, script, job):
+    """Run a Node script with live.js's path as its argument and ``job``
+    (JSON) on its stdin; return what it printed, parsed as JSON."""
     node = shutil.which("node")
     if node is None:
         pytest.skip("node is not installed (`make vendor` installs npm and "
                     "node)")
-    att = None if attention == "additive" else MultiHeadAttention(8, 2)
-    run = tiny_run(toy, att, num_layers)
-    recipe = CHAPTER_RECIPE.replace(attention=attention, num_heads=2,
-                                    num_layers=num_layers)
+    path = tmp_path / "check.js"
+    path.write_text(script)
+    done = subprocess.run([node, str(path), str(LIVE_JS)],
+                          input=json.dumps(job), capture_output=True,
+                          text=True, check=True)
+    return json.loads(done.stdout)
+
+
+@pytest.mark.parametrize("attention, num_layers", [
+    ("additive", 1), ("additive", 2), ("multihead", 1), ("multihead", 2),
+    ("transformer", 1), ("transformer", 2)])
+def test_live_js_translates_like_d2lmini(toy, tmp_path, attention,
+                                         num_layers):
+    if attention == "transformer":
+        run = tiny_run(toy, "trained transformer", num_layers)
+        recipe = tiny_transformer(num_layers)
+    else:
+        att = None if attention == "additive" else MultiHeadAttention(8, 2)
+        run = tiny_run(toy, att, num_layers)
+        recipe = CHAPTER_RECIPE.replace(attention=attention, num_heads=2,
+                                        num_layers=num_layers)
     folder = export_model(recipe, run, tmp_path)
-    script = tmp_path / "check.js"
-    script.write_text(NODE_CHECK)
-    job = json.dumps({"folder": str(folder), "sentences": SENTENCES})
-    done = subprocess.run([node, str(script), str(LIVE_JS)], input=job,
-                          capture_output=True, text=True, check=True)
-    got = json.loads(done.stdout)
-    for sentence, ours, theirs in zip(
-            SENTENCES, translate(run.model, run.data, SENTENCES), got):
+    got = run_node(tmp_path, NODE_CHECK,
+                   {"folder": str(folder), "sentences": SENTENCES})
+    translations = translate(run.model, run.data, SENTENCES)
+    if run.trained:  # a test that can fail: several translations, <eos>
+        assert len({t.text for t in translations}) >= 3
+        assert all(t.out_tokens[-1] == "<eos>" for t in translations)
+    for sentence, ours, theirs in zip(SENTENCES, translations, got):
         assert theirs["srcTokens"] == ours.src_tokens, sentence
         assert theirs["outTokens"] == ours.out_tokens, sentence
         weights = ours.attention if ours.attention.dim() == 3 \
@@ -245,3 +333,51 @@ def test_kernel_regression_explorer_rejects_bad_arguments(kwargs, words):
         kernel_regression_explorer(args.pop("x_train"), args.pop("y_train"),
                                    args.pop("x_query"), args.pop("f_query"),
                                    **args)
+
+
+# ---- positional encoding ---------------------------------------------------
+
+def test_positional_encoding_explorer_carries_its_sizes():
+    live = positional_encoding_explorer(16, max_len=20, position=3,
+                                        index=7)
+    assert payload(live) == {"num_hiddens": 16, "max_len": 20,
+                             "position": 3, "index": 7}
+    assert 'data-d2l-live="positional-encoding"' in live._repr_html_()
+    assert payload(positional_encoding_explorer())["num_hiddens"] == 32
+
+
+@pytest.mark.parametrize("kwargs, error, words", [
+    ({"num_hiddens": 7}, ValueError, "even int >= 2"),
+    ({"num_hiddens": 0}, ValueError, "even int >= 2"),
+    ({"num_hiddens": 32.0}, TypeError, "num_hiddens must be an int"),
+    ({"max_len": True}, TypeError, "max_len must be an int, got True"),
+    ({"max_len": 0}, ValueError, "at least 1 position"),
+    ({"max_len": 2000, "num_hiddens": 512}, ValueError, "fewer positions"),
+    ({"position": 64}, ValueError, "[0, max_len) = [0, 64), got 64"),
+    ({"position": -1}, ValueError, "[0, max_len) = [0, 64), got -1"),
+    ({"index": 16}, ValueError, "[0, num_hiddens // 2) = [0, 16), got 16"),
+    ({"index": "2"}, TypeError, "index must be an int, got '2'"),
+])
+def test_positional_encoding_explorer_rejects_bad_arguments(kwargs, error,
+                                                            words):
+    with pytest.raises(error, match=re.escape(words)):
+        positional_encoding_explorer(**kwargs)
+
+
+NODE_PE = r"""
+const fs = require("fs");
+const live = require(process.argv[2]);
+const job = JSON.parse(fs.readFileSync(0, "utf8"));
+const out = job.map(([D, T]) => live.positionalEncoding(D, T).map(
+  (row) => Array.from(row)));
+console.log(JSON.stringify(out));
+"""
+
+
+def test_live_js_positional_encoding_equals_d2lmini(tmp_path):
+    sizes = [(32, 64), (2, 5), (8, 1), (128, 200), (512, 64)]
+    got = run_node(tmp_path, NODE_PE, sizes)
+    for (D, T), P in zip(sizes, got):
+        want = PositionalEncoding(D, max_len=T).P.double().numpy()
+        np.testing.assert_allclose(np.array(P), want, rtol=0, atol=1e-6,
+                                   err_msg=f"D = {D}, max_len = {T}")

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from d2lmini.attention import masked_softmax
+from d2lmini.attention import AttentionMemory, masked_softmax
 from d2lmini.transformer import (
     AddNorm,
     PositionalEncoding,
@@ -17,36 +17,10 @@ from d2lmini.transformer import (
     TransformerEncoder,
     TransformerEncoderBlock,
     causal_lens,
+    copy_from_pytorch,
 )
 
 D, FFN, H = 16, 24, 4
-
-
-def copy_attention(ours, theirs):
-    """d2lmini's MultiHeadAttention gets nn.MultiheadAttention's weights."""
-    Wq, Wk, Wv = theirs.in_proj_weight.detach().chunk(3)
-    bq, bk, bv = theirs.in_proj_bias.detach().chunk(3)
-    with torch.no_grad():
-        for lin, w, b in ((ours.W_q, Wq, bq), (ours.W_k, Wk, bk),
-                          (ours.W_v, Wv, bv)):
-            lin.weight.copy_(w)
-            lin.bias.copy_(b)
-        ours.W_o.weight.copy_(theirs.out_proj.weight)
-        ours.W_o.bias.copy_(theirs.out_proj.bias)
-
-
-def copy_linear(ours, theirs):
-    with torch.no_grad():
-        ours.weight.copy_(theirs.weight)
-        ours.bias.copy_(theirs.bias)
-
-
-def copy_ffn_and_norms(ours, theirs, norms):
-    """The FFN and the ``(AddNorm, nn.LayerNorm)`` pairs of a block."""
-    copy_linear(ours.ffn.dense1, theirs.linear1)
-    copy_linear(ours.ffn.dense2, theirs.linear2)
-    for mine, pt in norms:
-        copy_linear(mine.ln, pt)
 
 
 def padded_batch(gen, B=3, T=6):
@@ -60,10 +34,7 @@ def test_encoder_block_equals_pytorch_forward_and_gradients():
     torch.manual_seed(0)
     theirs = nn.TransformerEncoderLayer(D, H, FFN, dropout=0.0,
                                         batch_first=True, norm_first=False)
-    ours = TransformerEncoderBlock(D, FFN, H)
-    copy_attention(ours.attention, theirs.self_attn)
-    copy_ffn_and_norms(ours, theirs, ((ours.addnorm1, theirs.norm1),
-                                      (ours.addnorm2, theirs.norm2)))
+    ours = copy_from_pytorch(TransformerEncoderBlock(D, FFN, H), theirs)
     X, lens, pad = padded_batch(gen)
     X2 = X.detach().clone().requires_grad_()
     a = ours(X, lens)
@@ -83,12 +54,7 @@ def test_decoder_block_equals_pytorch_forward_and_gradients():
     torch.manual_seed(1)
     theirs = nn.TransformerDecoderLayer(D, H, FFN, dropout=0.0,
                                         batch_first=True, norm_first=False)
-    ours = TransformerDecoderBlock(D, FFN, H)
-    copy_attention(ours.self_attention, theirs.self_attn)
-    copy_attention(ours.cross_attention, theirs.multihead_attn)
-    copy_ffn_and_norms(ours, theirs, ((ours.addnorm1, theirs.norm1),
-                                      (ours.addnorm2, theirs.norm2),
-                                      (ours.addnorm3, theirs.norm3)))
+    ours = copy_from_pytorch(TransformerDecoderBlock(D, FFN, H), theirs)
     X = torch.randn(3, 5, D, generator=gen, requires_grad=True)
     memory, src_lens, pad = padded_batch(gen)
     memory = memory.detach()
@@ -142,7 +108,52 @@ def test_key_value_cache_equals_recomputing_the_prefix():
             logits, state = dec(tgt[:, t:t + 1], state)
             steps.append(logits)
     torch.testing.assert_close(torch.cat(steps, 1), full)
-    assert state[2][0].shape == (2, 5, D)  # each block cached 5 steps
+    # Each block cached the keys of 5 steps, per head.
+    assert state.caches[0].keys.shape == (2 * H, 5, D // H)
+
+
+def test_packed_features_are_the_features_of_the_valid_steps():
+    torch.manual_seed(4)
+    enc = TransformerEncoder(11, D, FFN, H, 2).eval()
+    dec = TransformerDecoder(13, D, FFN, H, 2).eval()
+    src, src_lens = torch.randint(0, 11, (3, 6)), torch.tensor([6, 4, 2])
+    tgt, lengths = torch.randint(0, 13, (3, 7)), torch.tensor([5, 5, 2])
+    with torch.no_grad():
+        state = dec.init_state(enc(src, src_lens), src_lens)
+        full, _ = dec._features(tgt, state)  # (3, 7, D)
+        packed = dec.forward_packed(tgt, state, lengths)  # (12, D)
+    expected = torch.cat([full[:n, t] for t, n in
+                          enumerate([3, 3, 2, 2, 2])])  # time-major
+    torch.testing.assert_close(packed, expected)
+    with pytest.raises(ValueError, match="sorted in decreasing order"):
+        dec.forward_packed(tgt, state, torch.tensor([2, 5, 5]))
+
+
+def test_greedy_decode_with_the_cache_equals_recomputing():
+    from d2lmini.decoding import greedy_decode
+    from d2lmini.seq2seq import Seq2Seq
+    torch.manual_seed(5)
+    enc = TransformerEncoder(11, D, FFN, H, 2)
+    dec = TransformerDecoder(13, D, FFN, H, 2)
+    model = Seq2Seq(enc, dec, tgt_pad=0).train()
+    src, src_lens = torch.randint(3, 11, (4, 6)), torch.tensor([6, 5, 3, 1])
+    out = greedy_decode(model, src, src_lens, bos=1, eos=2, max_len=8)
+    assert model.training  # the mode is restored
+    model.eval()
+    with torch.no_grad():
+        memory = enc(src, src_lens)
+        Y = torch.ones(4, 1, dtype=torch.long)
+        for _ in range(8):  # the whole prefix again at every step
+            logits, _ = dec(Y, dec.init_state(memory, src_lens))
+            Y = torch.cat([Y, logits[:, -1:].argmax(-1)], 1)
+        weights = dec.cross_attention_weights  # (4, h, 8, 6)
+    for i, d in enumerate(out):
+        row = Y[i, 1:].tolist()
+        n = row.index(2) if 2 in row else len(row)
+        assert d.ids == row[:n] and d.finished == (2 in row)
+        steps = n + d.finished
+        torch.testing.assert_close(
+            d.attention, weights[i, :, :steps, :int(src_lens[i])])
 
 
 def test_layer_norm_ignores_the_batch_but_batch_norm_does_not():
@@ -156,6 +167,20 @@ def test_layer_norm_ignores_the_batch_but_batch_norm_does_not():
     assert not torch.allclose(a, b)  # the pads changed the statistics
 
 
+def test_copy_from_pytorch_refuses_what_it_cannot_copy():
+    enc = nn.TransformerEncoderLayer(D, H, FFN, batch_first=True)
+    with pytest.raises(TypeError, match="TransformerDecoderBlock"):
+        copy_from_pytorch(TransformerDecoderBlock(D, FFN, H), enc)
+    for layer, words in (
+            (nn.TransformerEncoderLayer(D, H, FFN, norm_first=True),
+             "norm_first=True"),
+            (nn.TransformerEncoderLayer(D, H, FFN, activation="gelu"),
+             "ReLU False"),
+            (nn.TransformerEncoderLayer(D, H, 2 * FFN), "(16, 48, 4)")):
+        with pytest.raises(ValueError, match=re.escape(words)):
+            copy_from_pytorch(TransformerEncoderBlock(D, FFN, H), layer)
+
+
 @pytest.mark.parametrize("make, call, words", [
     (lambda: TransformerEncoderBlock(D, FFN, 3), None, "divisor"),
     (lambda: PositionalEncoding(7), None, "even"),
@@ -167,7 +192,12 @@ def test_layer_norm_ignores_the_batch_but_batch_norm_does_not():
      lambda m: m(torch.zeros(2, 3, D), torch.tensor([1, 2, 3])), "shape"),
     (lambda: TransformerDecoderBlock(D, FFN, H),
      lambda m: m(torch.zeros(2, 1, D), torch.zeros(2, 4, D),
-                 cache=torch.zeros(3, 2, D)), "cache holds 3"),
+                 cache=torch.zeros(3, 2, D)), "got (3, 2, 16)"),
+    (lambda: TransformerDecoderBlock(D, FFN, H),
+     lambda m: m(torch.zeros(2, 1, D), torch.zeros(2, 4, D),
+                 cache=AttentionMemory(torch.zeros(4, 3, D // H),
+                                       torch.zeros(4, 3, D // H), None)),
+     "2 sequences x 4 heads"),
     (lambda: TransformerEncoder(5, D, FFN, H, 1),
      lambda m: m(torch.zeros(2, 3, D)), "token ids"),
 ])

@@ -118,3 +118,20 @@ def test_translation_explorer_rejects_a_bad_max_len(toy):
     models, data = toy
     with pytest.raises(ValueError, match="max_len must be an int >= 1"):
         translation_explorer(models, data, ["go ."], max_len=0)
+
+
+def test_translation_explorer_draws_a_transformer_per_head(toy):
+    from d2lmini.seq2seq import Seq2Seq
+    from d2lmini.transformer import TransformerDecoder, TransformerEncoder
+    _, data = toy
+    torch.manual_seed(0)
+    model = Seq2Seq(TransformerEncoder(len(data.src_vocab), 8, 16, 2, 1),
+                    TransformerDecoder(len(data.tgt_vocab), 8, 16, 2, 1),
+                    data.tgt_vocab.pad)
+    explorer = translation_explorer({"Transformer": model}, data, ["go ."],
+                                    max_len=3)
+    (head,) = find(explorer.children[-1], widgets.ToggleButtons)
+    assert not head.disabled
+    assert [v for _, v in head.options] == ["mean", 0, 1]
+    with pytest.raises(TypeError, match="no attention to the source"):
+        translation_explorer({"none": torch.nn.Linear(2, 2)}, data, ["go ."])
