@@ -51,10 +51,14 @@ BUDGET_BEFORE = {
     "chapters/attention-scoring-functions": 7.83e6,
     "chapters/bahdanau-attention": 8.10e6,
     "chapters/multihead-attention": 8.36e6,
+    # New pages: no heavier than the heaviest page with an explorer.
+    "chapters/self-attention-and-positional-encoding": 8.36e6,
+    "chapters/transformer": 8.36e6,
 }
 BUDGET_WITH_MODEL = 25e6
 TRANSLATOR_PAGES = {"chapters/bahdanau-attention": "additive",
-                    "chapters/multihead-attention": "multihead"}
+                    "chapters/multihead-attention": "multihead",
+                    "chapters/transformer": "transformer"}
 MEASURED = {}  # for the summary
 
 
@@ -273,6 +277,32 @@ def test_kernel_regression_explorer_draws_nadaraya_watson(open_page):
     query.focus()
     query.press("End")
     check("boxcar", -1.5, len(data["x_query"]) - 1)
+    assert not page.errors, page.errors
+
+
+def test_positional_encoding_explorer_draws_the_encoding(open_page):
+    import math
+
+    from d2lmini.transformer import PositionalEncoding
+
+    page = open_page("chapters/self-attention-and-positional-encoding")
+    root, data = explorer_data(page, "positional-encoding")
+    D, T = data["num_hiddens"], data["max_len"]
+    P = PositionalEncoding(D, max_len=T).P.double().numpy()
+    np.testing.assert_allclose(heatmap_values(root, T, D), P, atol=1e-6)
+    for name, key in (("position", "position"), ("frequency", "index")):
+        control = root.locator(f"input[name={name}]")
+        control.focus()
+        control.press("ArrowRight")
+        numbers = json.loads(root.get_attribute("data-numbers"))
+        assert numbers[key] == data[key] + 1
+    i, j = numbers["position"], numbers["index"]
+    assert (numbers["sin"], numbers["cos"]) == pytest.approx(
+        (P[i, 2 * j], P[i, 2 * j + 1]), abs=1e-6)
+    assert numbers["wavelength"] == pytest.approx(
+        2 * math.pi * 10000 ** (2 * j / D))
+    text = root.locator("p.d2l-output").inner_text()
+    assert f"P[{i}, {2 * j}] = {P[i, 2 * j]:.3f}" in text
     assert not page.errors, page.errors
 
 
