@@ -125,7 +125,7 @@ benchmark-robustness: $(STAMP)
 benchmark-step-time: $(STAMP)
 	$(BIN)/python benchmarks/step_time.py $(ARGS)
 
-# The chapter's comparisons over seeds 0, 1 and 2 (about 25 minutes; the
+# The chapter's comparisons over seeds 0, 1 and 2 (about 35 minutes; the
 # models go through the checkpoint cache); writes benchmarks/results/.
 benchmark-seeds: $(STAMP)
 	$(BIN)/python benchmarks/seeds.py $(ARGS)

@@ -4,24 +4,28 @@ Usage::
 
     python benchmarks/seeds.py [--seeds 0 1 2] [--out FILE]
 
-The notebooks train one seed of each model.  This script trains the
-chapter's recipe with each seed for the five decoders that the Bahdanau
-and multi-head sections compare (additive attention; no attention at
-equal steps and at equal time; one head and eight heads of scaled
-dot-product attention), scores each on the held-out test split, and
-gives for each seed the four paired differences of BLEU with their 95 %
-bootstrap intervals (``d2lmini.metrics.paired_bootstrap``):
+The notebooks train one seed of each model.  This script trains, with
+each seed, the seven models that the Bahdanau, multi-head and
+Transformer sections compare (the chapter's recipe with additive
+attention, with no attention at equal steps and at equal time, with one
+head and with eight heads of scaled dot-product attention; and
+``TRANSFORMER_RECIPE`` at equal steps and at equal time), scores each on
+the held-out test split, and gives for each seed the six paired
+differences of BLEU with their 95 % bootstrap intervals
+(``d2lmini.metrics.paired_bootstrap``):
 
 - additive - none, equal steps;
 - additive - none, equal time (the steps of ``EQUAL_TIME_STEPS``);
 - 8 heads - 1 head;
-- 1 head - additive.
+- 1 head - additive;
+- Transformer - additive, equal steps;
+- Transformer - additive, equal time (``TRANSFORMER_EQUAL_TIME_STEPS``).
 
 The seed changes the initialization and the order of the batches; the
 data split and the vocabularies stay the same.  The models go through
 the checkpoint cache (seed 0 is the notebooks' own), so a second run
 only evaluates.  The results go to ``benchmarks/results/seeds.json``,
-which the notebooks quote.  About 25 minutes on 2 CPU cores from an empty
+which the notebooks quote.  About 35 minutes on 2 CPU cores from an empty
 cache.  Needs the corpus (``D2LMINI_DATA_DIR``).
 """
 
@@ -35,26 +39,35 @@ from pathlib import Path
 import torch
 
 from d2lmini.cache import train_or_load
-from d2lmini.experiment import CHAPTER_RECIPE, evaluate
+from d2lmini.experiment import CHAPTER_RECIPE, TRANSFORMER_RECIPE, evaluate
 from d2lmini.metrics import paired_bootstrap
 
 ROOT = Path(__file__).resolve().parent.parent
 # The Bahdanau section's: 1000 x 65.2 / 52.8 ms per step, rounded
 # (benchmarks/step_time.py).
 EQUAL_TIME_STEPS = 1235
-DECODERS = {
-    "additive": {"attention": "additive"},
-    "none": {"attention": "none"},
-    "none, equal time": {"attention": "none",
-                         "max_steps": EQUAL_TIME_STEPS},
-    "1 head": {"attention": "multihead", "num_heads": 1},
-    "8 heads": {"attention": "multihead", "num_heads": 8},
+# The Transformer section's: 1000 x 68.9 / 60.8 ms per step, rounded.
+TRANSFORMER_EQUAL_TIME_STEPS = 1133
+R = CHAPTER_RECIPE
+MODELS = {
+    "additive": R,
+    "none": R.replace(attention="none"),
+    "none, equal time": R.replace(attention="none",
+                                  max_steps=EQUAL_TIME_STEPS),
+    "1 head": R.replace(attention="multihead", num_heads=1),
+    "8 heads": R.replace(attention="multihead", num_heads=8),
+    "Transformer": TRANSFORMER_RECIPE,
+    "Transformer, equal time": TRANSFORMER_RECIPE.replace(
+        max_steps=TRANSFORMER_EQUAL_TIME_STEPS),
 }
 COMPARISONS = {
     "additive - none, equal steps": ("additive", "none"),
     "additive - none, equal time": ("additive", "none, equal time"),
     "8 heads - 1 head": ("8 heads", "1 head"),
     "1 head - additive": ("1 head", "additive"),
+    "Transformer - additive, equal steps": ("Transformer", "additive"),
+    "Transformer - additive, equal time": ("Transformer, equal time",
+                                           "additive"),
 }
 
 
@@ -69,11 +82,10 @@ def main(argv=None):
     rows = []
     for seed in args.seeds:
         scored = {}
-        for name, fields in DECODERS.items():
-            recipe = CHAPTER_RECIPE.replace(seed=seed, **fields)
-            run = train_or_load(recipe, progress=False)
+        for name, recipe in MODELS.items():
+            run = train_or_load(recipe.replace(seed=seed), progress=False)
             scored[name] = evaluate(run.model, run.data)
-            print(f"seed {seed} {name:17} BLEU {scored[name].bleu:5.2f}"
+            print(f"seed {seed} {name:23} BLEU {scored[name].bleu:5.2f}"
                   f"{'  (trained)' if run.trained else ''}", flush=True)
         row = {"seed": seed,
                "bleu": {n: r.bleu for n, r in scored.items()},
@@ -90,7 +102,7 @@ def main(argv=None):
         diffs = [r["comparisons"][label] for r in rows]
         cells = "  ".join(f"{d:+6.2f} [{lo:+.2f}, {hi:+.2f}]"
                           for d, lo, hi in diffs)
-        print(f"{label:30} {cells}  mean "
+        print(f"{label:36} {cells}  mean "
               f"{statistics.mean(d for d, _, _ in diffs):+.2f}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({
@@ -99,7 +111,9 @@ def main(argv=None):
         "machine": f"{platform.machine()}, {torch.get_num_threads()} "
                    "CPU threads",
         "torch": torch.__version__, "signature": signature,
-        "equal_time_steps": EQUAL_TIME_STEPS, "seeds": rows}, indent=1)
+        "equal_time_steps": EQUAL_TIME_STEPS,
+        "transformer_equal_time_steps": TRANSFORMER_EQUAL_TIME_STEPS,
+        "seeds": rows}, indent=1)
         + "\n")
     print(f"written to {args.out}")
 
