@@ -20,9 +20,9 @@ from matplotlib.figure import Figure
 
 from .utils import check_int
 
-__all__ = ["figure_to_png", "plot_bleu_by_length", "plot_loss_curves",
-           "plot_score_scaling", "set_style", "show_heatmaps",
-           "translation_figure"]
+__all__ = ["figure_to_png", "moving_average", "plot_bleu_by_length",
+           "plot_loss_curves", "plot_score_scaling", "set_style",
+           "show_heatmaps", "translation_figure"]
 
 STYLE = {
     "figure.dpi": 100,
@@ -238,9 +238,10 @@ def _softmax(x):
     return z / z.sum(axis=-1, keepdims=True)
 
 
-def _moving_average(values, window):
+def moving_average(values, window):
     """Mean of each value and the ``window - 1`` before it (fewer at
-    the start, so the curve begins at the first value)."""
+    the start, so the curve begins at the first value): the solid
+    curves of ``plot_loss_curves``."""
     sums = np.concatenate([[0.0], np.cumsum(values, dtype=float)])
     end = np.arange(1, len(values) + 1)
     start = np.maximum(end - window, 0)
@@ -292,7 +293,7 @@ def plot_loss_curves(histories, smooth=50, figsize=(6.0, 3.2), title=None,
         steps, losses = np.array(h.steps, dtype=float).T
         ax.plot(steps, losses, color=color, alpha=0.2, linewidth=0.6)
         mean = "" if smooth == 1 else f" (mean of {smooth} steps)"
-        ax.plot(steps, _moving_average(losses, smooth), color=color,
+        ax.plot(steps, moving_average(losses, smooth), color=color,
                 label=f"{name}train{mean}")
         if h.val_steps:
             v_steps, v_losses = np.array(h.val_steps, dtype=float).T

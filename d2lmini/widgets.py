@@ -58,10 +58,6 @@ def _check_models(models):
     return dict(models)
 
 
-def _num_heads(model):
-    return attention_heads(model)
-
-
 def _source_note(data, sentence):
     """Unknown and cut-off words of a sentence, as HTML (or "")."""
     tokens, T = data.tokens(sentence), data.num_steps
@@ -178,7 +174,7 @@ def _live_page(models, data, sentence, result):
     def set_heads():
         busy.append(True)
         try:
-            h = _num_heads(models[model.value])
+            h = attention_heads(models[model.value])
             head.options, head.disabled = _head_options(h), h == 1
             head.value = "mean"
         finally:
