@@ -39,7 +39,13 @@ from pathlib import Path
 import torch
 
 from d2lmini.cache import train_or_load
-from d2lmini.experiment import CHAPTER_RECIPE, TRANSFORMER_RECIPE, evaluate
+from d2lmini.experiment import (
+    CHAPTER_RECIPE,
+    SEED_OFFSET_VARIABLE,
+    TRANSFORMER_RECIPE,
+    evaluate,
+    seed_offset,
+)
 from d2lmini.metrics import paired_bootstrap
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -78,6 +84,9 @@ def main(argv=None):
                         default=ROOT / "benchmarks" / "results" /
                         "seeds.json")
     args = parser.parse_args(argv)
+    if seed_offset():
+        parser.error(f"{SEED_OFFSET_VARIABLE} is set: unset it, the seeds "
+                     "given here are the seeds trained")
     torch.set_num_threads(2)
     rows = []
     for seed in args.seeds:

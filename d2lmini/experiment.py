@@ -24,6 +24,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import os
 import time
 import warnings
 from typing import NamedTuple
@@ -35,12 +36,37 @@ from .trainer import SCHEDULES, Trainer
 from .utils import check_int, set_seed
 
 __all__ = ["BOOK_RECIPE", "CHAPTER_RECIPE", "ATTENTIONS", "EvalResult",
-           "Recipe", "TRANSFORMER_RECIPE", "build_data", "build_model",
-           "evaluate", "train"]
+           "Recipe", "SEED_OFFSET_VARIABLE", "TRANSFORMER_RECIPE",
+           "build_data", "build_model", "evaluate", "seed_offset", "train"]
 
 ATTENTIONS = ("additive", "multihead", "none", "transformer")
 # Bump when the checkpoint's layout changes.
 CACHE_FORMAT = 2
+# Train every recipe as another machine would (see seed_offset).
+SEED_OFFSET_VARIABLE = "D2LMINI_SEED_OFFSET"
+
+
+def seed_offset():
+    """The offset that ``D2LMINI_SEED_OFFSET`` adds to training seeds.
+
+    Another CPU, thread count, MPS or CUDA trains other weights from the
+    same seed (float sums are rounded in another order).  Setting the
+    variable to k > 0 is a stand-in for such a machine: every recipe's
+    initial weights, dropout masks and batch order are drawn from
+    ``seed + k`` while the data split and the vocabularies stay those
+    of ``seed``, and the model is cached under its own key.  Unset or 0
+    (the default): the chapter's own runs.
+    """
+    text = os.environ.get(SEED_OFFSET_VARIABLE, "").strip()
+    try:
+        value = int(text) if text else 0
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ValueError(f"{SEED_OFFSET_VARIABLE} must be a whole number "
+                         f">= 0, got {text!r}; unset it to train with the "
+                         "recipes' own seeds")
+    return value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -148,13 +174,22 @@ class Recipe:
         """A copy with some fields changed, e.g. ``attention='none'``."""
         return dataclasses.replace(self, **changes)
 
+    def training_seed(self):
+        """The seed of the initial weights, dropout and batch order:
+        ``seed`` plus ``seed_offset()`` (0 unless D2LMINI_SEED_OFFSET is
+        set); the data split always comes from ``seed``."""
+        return self.seed + seed_offset()
+
     def key(self):
         """A 16-hex-digit hash of every field: names the cache file.
 
-        The code, torch and data the model was trained with are not in
-        the key but in the file's ``fingerprint``, checked on load.
+        A seed offset (``seed_offset``) is part of the key.  The code,
+        torch and data the model was trained with are not in the key but
+        in the file's ``fingerprint``, checked on load.
         """
-        text = json.dumps([CACHE_FORMAT, dataclasses.asdict(self)],
+        offset = seed_offset()
+        text = json.dumps([CACHE_FORMAT, dataclasses.asdict(self)]
+                          + ([{"seed_offset": offset}] if offset else []),
                           sort_keys=True)
         return _sha256(text)[:16]
 
@@ -208,12 +243,19 @@ TRANSFORMER_RECIPE = CHAPTER_RECIPE.replace(
 
 
 def build_data(recipe):
-    """The ``MTFraEng`` of a recipe (the corpus is read once a process)."""
+    """The ``MTFraEng`` of a recipe (the corpus is read once a process).
+
+    The split comes from ``recipe.seed``; the batch order from
+    ``recipe.training_seed()``, which differs only under a seed offset.
+    """
     r = recipe
-    return MTFraEng(r.batch_size, r.num_steps, r.num_train, r.num_val,
+    data = MTFraEng(r.batch_size, r.num_steps, r.num_train, r.num_val,
                     num_test=r.num_test, max_src_len=r.max_src_len,
                     max_tgt_len=r.max_tgt_len, shuffle=r.shuffle,
                     seed=r.seed, min_freq=r.min_freq, bucket=r.bucket)
+    if r.training_seed() != r.seed:
+        data.generator.manual_seed(r.training_seed())
+    return data
 
 
 def _trainer(recipe, progress):
@@ -221,15 +263,15 @@ def _trainer(recipe, progress):
     return Trainer(r.max_epochs, r.gradient_clip_val,
                    max_steps=r.max_steps, max_time=r.max_time,
                    val_every_n_steps=r.val_every_n_steps,
-                   progress=progress, seed=r.seed,
+                   progress=progress, seed=r.training_seed(),
                    warmup_steps=r.warmup_steps, schedule=r.schedule)
 
 
 def build_model(recipe, data):
     """A freshly initialized ``Seq2Seq`` for ``data``'s vocabularies
-    (seeded with ``recipe.seed``)."""
+    (seeded with ``recipe.training_seed()``)."""
     r = recipe
-    set_seed(r.seed)
+    set_seed(r.training_seed())
     if r.attention == "transformer":
         args = (r.num_hiddens, r.ffn_num_hiddens, r.num_heads,
                 r.num_layers, r.dropout)

@@ -49,10 +49,16 @@ def setup(seed=0):
     Seeds Python, NumPy and PyTorch, prints tensors with 4 decimals
     (outputs that nbval compares stay short and stable), applies
     ``plot.set_style()`` and, inside IPython, makes inline figures PNG.
+    Under ``D2LMINI_SEED_OFFSET`` it says so: the trained models then
+    differ from the ones the text was written from.
 
     Args:
         seed: the seed of every random generator.
     """
+    from d2lmini.experiment import SEED_OFFSET_VARIABLE, seed_offset
+    if seed_offset():
+        print(f"{SEED_OFFSET_VARIABLE}={seed_offset()}: every model trains "
+              f"from its seed + {seed_offset()}, as another machine would")
     set_seed(seed)
     torch.set_printoptions(precision=4, sci_mode=False)
     plot.set_style()

@@ -1,6 +1,13 @@
-"""Print the notebooks listed in _toc.yml, in reading order, one a line."""
+"""Print the notebooks listed in _toc.yml, in reading order, one a line.
 
+With ``--trains``, only those whose code trains a model (calls
+``train_or_load``): the ones whose outputs another machine changes.
+"""
+
+import sys
 from pathlib import Path
+
+import nbformat
 
 import yaml
 
@@ -27,5 +34,17 @@ def toc_notebooks(root=ROOT):
             if f and (root / f"{f}.ipynb").is_file()]
 
 
+def trains(path):
+    """Whether a notebook's code calls ``train_or_load``."""
+    nb = nbformat.read(path, as_version=4)
+    return any(cell.cell_type == "code" and "train_or_load(" in cell.source
+               for cell in nb.cells)
+
+
 if __name__ == "__main__":
-    print("\n".join(toc_notebooks()))
+    names = toc_notebooks()
+    if sys.argv[1:] == ["--trains"]:
+        names = [n for n in names if trains(ROOT / n)]
+    elif sys.argv[1:]:
+        sys.exit(f"usage: {sys.argv[0]} [--trains]")
+    print("\n".join(names))

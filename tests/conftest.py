@@ -8,7 +8,15 @@ from d2lmini import corpus, seq2seq
 from d2lmini.attention import MultiHeadAttention
 from d2lmini.attention_decoder import Seq2SeqAttentionDecoder
 from d2lmini.data import MTFraEng
+from d2lmini.experiment import SEED_OFFSET_VARIABLE
 from d2lmini.utils import set_seed
+
+
+@pytest.fixture(autouse=True)
+def no_seed_offset(monkeypatch):
+    """Unit tests train with the recipes' own seeds, even when the shell
+    sets D2LMINI_SEED_OFFSET for a perturbed notebook run."""
+    monkeypatch.delenv(SEED_OFFSET_VARIABLE, raising=False)
 
 
 def _closed_url():

@@ -201,6 +201,37 @@ def test_train_is_reproducible():
     assert len(d1.test_pairs) == 6
 
 
+def test_a_seed_offset_trains_other_weights_on_the_same_split(monkeypatch):
+    m0, d0, h0 = experiment.train(TINY, progress=False)
+    key0 = TINY.key()
+    monkeypatch.setenv(experiment.SEED_OFFSET_VARIABLE, "3")
+    assert TINY.training_seed() == TINY.seed + 3
+    assert TINY.key() != key0  # cached apart from the chapter's run
+    assert TINY.replace(seed=TINY.seed + 3).key() != TINY.key()
+    m3, d3, h3 = experiment.train(TINY, progress=False)
+    assert (d3.train_pairs, d3.val_pairs, d3.test_pairs) == (
+        d0.train_pairs, d0.val_pairs, d0.test_pairs)
+    assert d3.src_vocab.idx_to_token == d0.src_vocab.idx_to_token
+    assert not torch.equal(m0.state_dict()["encoder.embedding.weight"],
+                           m3.state_dict()["encoder.embedding.weight"])
+    assert [loss for _, loss in h0.steps] != [loss for _, loss in h3.steps]
+    # The batch order moved too, not only the initial weights.
+    b0 = next(iter(experiment.build_data(TINY.replace(seed=0))
+                   .train_dataloader()))
+    monkeypatch.setenv(experiment.SEED_OFFSET_VARIABLE, "0")
+    assert TINY.key() == key0
+    b_plain = next(iter(experiment.build_data(TINY).train_dataloader()))
+    assert not all(torch.equal(a, b) for a, b in zip(b0, b_plain))
+
+
+@pytest.mark.parametrize("text", ["-1", "two", "1.5"])
+def test_a_bad_seed_offset_says_what_to_do(monkeypatch, text):
+    monkeypatch.setenv(experiment.SEED_OFFSET_VARIABLE, text)
+    with pytest.raises(ValueError, match="D2LMINI_SEED_OFFSET must be a "
+                       "whole number >= 0, got"):
+        experiment.seed_offset()
+
+
 def test_the_transformer_trains_decodes_and_evaluates():
     r = TINY.replace(attention="transformer", num_heads=2, num_layers=2,
                      max_steps=30, lr=0.01, warmup_steps=5)
