@@ -320,7 +320,17 @@ def _page_heads(recipe, model):
     return heads
 
 
-def translator(recipe, run, example, examples=(), *, base=MODELS_URL):
+def weights_bytes(model):
+    """Every tensor of ``model.state_dict()``, float32 little-endian, one
+    after the other: the ``weights.bin`` that the page loads."""
+    return b"".join(
+        np.ascontiguousarray(v.detach().cpu().to(torch.float32).numpy(),
+                             dtype="<f4").tobytes()
+        for v in model.state_dict().values())
+
+
+def translator(recipe, run, example, examples=(), *, result=None,
+               base=MODELS_URL):
     """A text box that translates in the page with the recipe's model.
 
     The output names the checkpoint (``seq2seq-<attention>-<key>``) and
@@ -338,6 +348,9 @@ def translator(recipe, run, example, examples=(), *, base=MODELS_URL):
         example: the sentence the box starts with.
         examples: sentences offered as buttons (e.g. those the section
             discusses).
+        result: the ``EvalResult`` of this run on the test split, which
+            the section reports: the page states its BLEU next to the
+            BLEU of the weights it actually runs.
         base: the URL of the folder of exported models, from the page.
 
     Returns:
@@ -358,6 +371,11 @@ def translator(recipe, run, example, examples=(), *, base=MODELS_URL):
         "recipe": dataclasses.asdict(recipe),
         "fingerprint": fingerprint(recipe, run.data),
         "num_heads": num_heads,
+        "weights_sha256": hashlib.sha256(
+            weights_bytes(run.model)).hexdigest(),
+        **({} if result is None else {
+            "bleu": result.bleu, "bleu_split": result.split,
+            "bleu_signature": result.signature.split(";")[0]}),
         "size_mb": round(size / 1e6, 1), "example": example,
         "examples": list(examples), "base": base},
         "Type a sentence and see the translation and attention: this box "

@@ -1,11 +1,15 @@
-"""Helpers for the first cell of a notebook and for showing source code.
+"""Helpers for the first cell of a notebook, for showing source code, and
+for placing a run among the seeds measured by a benchmark.
 
 The package is the one source of every layer: a notebook shows a layer
 with ``show_source(DotProductAttention.forward)`` instead of a copy.
 """
 
 import inspect
+import json
+import math
 import textwrap
+from pathlib import Path
 
 import torch
 from IPython import get_ipython
@@ -14,7 +18,9 @@ from IPython.display import Markdown
 from d2lmini import plot
 from d2lmini.utils import set_seed
 
-__all__ = ["setup", "show_source"]
+__all__ = ["against_seeds", "read_result", "setup", "show_source"]
+
+RESULTS = Path(__file__).resolve().parent.parent / "benchmarks" / "results"
 
 
 def show_source(obj):
@@ -66,3 +72,50 @@ def setup(seed=0):
     if shell is not None and hasattr(shell, "kernel"):
         from matplotlib_inline.backend_inline import set_matplotlib_formats
         set_matplotlib_formats("png")
+
+
+def read_result(name):
+    """A committed benchmark result, ``benchmarks/results/<name>.json``.
+
+    Raises ``FileNotFoundError`` saying which ``make`` target writes it.
+    """
+    path = RESULTS / f"{name}.json"
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"{path} is missing: it comes with the repository; run `make "
+            f"benchmark-{name.replace('_', '-')}` to measure it again")
+    return json.loads(path.read_text())
+
+
+def against_seeds(what, value, seed_values, fmt="+.2f"):
+    """Say where this run's ``value`` lies among a benchmark's seeds.
+
+    Training is not bit-reproducible across machines, so a notebook does
+    not expect its run to equal a committed result: it places the run
+    in the range the seeds spanned, and says so plainly when the run
+    falls outside (a finding about this machine, not an error).
+
+    Args:
+        what: what the number is, e.g. ``"additive - none, equal steps"``.
+        value: this run's number.
+        seed_values: the same number for each seed of the benchmark.
+        fmt: the format of the numbers in the sentence.
+
+    Returns:
+        ``(sentence, inside)``: the sentence to print, and whether the
+        value lies within [min, max] of the seeds.
+    """
+    values = [float(v) for v in seed_values]
+    if not values or not all(math.isfinite(v) for v in values):
+        raise ValueError(f"seed_values must be finite numbers, got "
+                         f"{seed_values!r}")
+    if not math.isfinite(float(value)):
+        raise ValueError(f"value must be a finite number, got {value!r}")
+    low, high = min(values), max(values)
+    span = f"{low:{fmt}} to {high:{fmt}}"
+    n = len(values)
+    if low <= value <= high:
+        return (f"{what}: this run's {value:{fmt}} lies within the {n} "
+                f"seeds we measured ({span})."), True
+    return (f"{what}: this run lies outside the {n} seeds we measured: "
+            f"{value:{fmt}}, against {span}."), False

@@ -13,7 +13,7 @@ from d2lmini.attention import (
     MultiHeadAttention,
     masked_softmax,
 )
-from d2lmini.notebook import setup, show_source
+from d2lmini.notebook import against_seeds, read_result, setup, show_source
 
 matplotlib.use("Agg")
 
@@ -104,3 +104,28 @@ def test_setup_seeds_prints_four_decimals_and_styles(restore_global_state):
 def test_setup_outside_ipython_needs_no_kernel(restore_global_state):
     setup()  # no IPython shell here: must not try the inline backend
     assert torch.rand(1).item() == pytest.approx(0.4963, abs=1e-4)
+
+
+def test_against_seeds_places_a_run_inside_or_outside():
+    text, inside = against_seeds("gain", 5.0, [4.8, 6.9, 5.8])
+    assert inside and text == ("gain: this run's +5.00 lies within the 3 "
+                               "seeds we measured (+4.80 to +6.90).")
+    text, inside = against_seeds("gain", 3.9, [4.8, 6.9, 5.8], fmt=".1f")
+    assert not inside and text == (
+        "gain: this run lies outside the 3 seeds we measured: 3.9, "
+        "against 4.8 to 6.9.")
+    assert against_seeds("edge", 4.8, [4.8, 6.9])[1]
+
+
+@pytest.mark.parametrize("value, seeds", [
+    (float("nan"), [1.0]), (1.0, []), (1.0, [float("inf")])])
+def test_against_seeds_refuses_what_it_cannot_place(value, seeds):
+    with pytest.raises(ValueError, match="must be"):
+        against_seeds("x", value, seeds)
+
+
+def test_read_result_reads_committed_results_and_names_the_target():
+    seeds = read_result("seeds")
+    assert seeds["script"] == "benchmarks/seeds.py" and seeds["seeds"]
+    with pytest.raises(FileNotFoundError, match="make benchmark-no-such"):
+        read_result("no_such")
