@@ -9,7 +9,8 @@ each seed, the seven models that the Bahdanau, multi-head and
 Transformer sections compare (the chapter's recipe with additive
 attention, with no attention at equal steps and at equal time, with one
 head and with eight heads of scaled dot-product attention; and
-``TRANSFORMER_RECIPE`` at equal steps and at equal time), scores each on
+``TRANSFORMER_RECIPE`` at equal steps and at equal time, the step counts
+of equal time read from ``benchmarks/results/step_time.json``), scores each on
 the held-out test split, and gives for each seed the six paired
 differences of BLEU with their 95 % bootstrap intervals
 (``d2lmini.metrics.paired_bootstrap``):
@@ -21,16 +22,17 @@ differences of BLEU with their 95 % bootstrap intervals
 - Transformer - additive, equal steps;
 - Transformer - additive, equal time (``TRANSFORMER_EQUAL_TIME_STEPS``).
 
-The seed changes the initialization and the order of the batches; the
-data split and the vocabularies stay the same.  The models go through
-the checkpoint cache (seed 0 is the notebooks' own), so a second run
-only evaluates.  The results go to ``benchmarks/results/seeds.json``,
-which the notebooks quote.  About 35 minutes on 2 CPU cores from an empty
-cache.  Needs the corpus (``D2LMINI_DATA_DIR``).
+The seed changes the initialization, the order of the batches and the
+split: each seed has its own 1,000 test sentences and its own
+vocabularies (``MTFraEng(seed=)`` draws the split too).  The models go
+through the checkpoint cache (seed 0 is the notebooks' own recipe), so a
+second run only evaluates.  The results go to
+``benchmarks/results/seeds.json``, which the notebooks quote.  About 35
+minutes on 2 CPU cores from an empty cache.  Needs the corpus
+(``D2LMINI_DATA_DIR``).
 """
 
 import argparse
-import datetime
 import json
 import platform
 import statistics
@@ -47,13 +49,14 @@ from d2lmini.experiment import (
     seed_offset,
 )
 from d2lmini.metrics import paired_bootstrap
+from d2lmini.notebook import machine, read_result
 
 ROOT = Path(__file__).resolve().parent.parent
-# The Bahdanau section's: 1000 x 65.2 / 52.8 ms per step, rounded
-# (benchmarks/step_time.py).
-EQUAL_TIME_STEPS = 1235
-# The Transformer section's: 1000 x 68.9 / 60.8 ms per step, rounded.
-TRANSFORMER_EQUAL_TIME_STEPS = 1133
+# The equal-time step counts of the Bahdanau and Transformer sections,
+# from the committed benchmarks/results/step_time.json, as they read it.
+_EQUAL = read_result("step_time")["equal_time_steps"]
+EQUAL_TIME_STEPS = _EQUAL["none"]
+TRANSFORMER_EQUAL_TIME_STEPS = _EQUAL["transformer"]
 R = CHAPTER_RECIPE
 MODELS = {
     "additive": R,
@@ -115,11 +118,10 @@ def main(argv=None):
               f"{statistics.mean(d for d, _, _ in diffs):+.2f}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({
-        "script": "benchmarks/seeds.py",
-        "date": datetime.date.today().isoformat(),
+        "script": "benchmarks/seeds.py", **machine(),
         "machine": f"{platform.machine()}, {torch.get_num_threads()} "
                    "CPU threads",
-        "torch": torch.__version__, "signature": signature,
+        "signature": signature,
         "equal_time_steps": EQUAL_TIME_STEPS,
         "transformer_equal_time_steps": TRANSFORMER_EQUAL_TIME_STEPS,
         "seeds": rows}, indent=1)

@@ -3,7 +3,7 @@ ratios.
 
 Usage::
 
-    python benchmarks/step_time.py [--steps 40] [--repeats 5]
+    python benchmarks/step_time.py [--steps 40] [--repeats 5] [--out FILE]
 
 Builds each decoder of the chapter's recipe (additive attention, 8-head
 and 1-head multi-head attention, no attention) and the Transformer of
@@ -18,15 +18,20 @@ the additive one, measured in the same run.
 
 The Bahdanau section trains its no-attention baseline for the number of
 steps that takes as long as the attention model's 1,000: 1,000 times the
-additive/none ratio printed here (``EQUAL_TIME_STEPS`` there); the
-Transformer section does the same for the Transformer.
+additive/none ratio of the medians (``equal_time_steps`` in the result);
+the Transformer section does the same for the Transformer.  The medians,
+the equal-time step counts and the machine that measured them go to
+``benchmarks/results/step_time.json``, which the notebooks and
+``benchmarks/seeds.py`` read.
 Needs the corpus (``D2LMINI_DATA_DIR``); about 3 minutes on 2 CPU cores.
 """
 
 import argparse
 import itertools
+import json
 import statistics
 import time
+from pathlib import Path
 
 import torch
 
@@ -36,7 +41,10 @@ from d2lmini.experiment import (
     build_data,
     build_model,
 )
+from d2lmini.notebook import machine
 from d2lmini.utils import set_seed
+
+RESULTS = Path(__file__).resolve().parent / "results" / "step_time.json"
 
 KINDS = {"additive": CHAPTER_RECIPE,
          "multihead-8": CHAPTER_RECIPE.replace(attention="multihead"),
@@ -67,6 +75,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     torch.set_num_threads(2)
     data = build_data(CHAPTER_RECIPE)
@@ -94,12 +103,23 @@ def main(argv=None):
               f"{med[kind] / med['none']:7.3f} "
               f"{med[kind] / med['additive']:10.3f}")
     ms = {kind: round(1000 * m, 1) for kind, m in med.items()}
-    for kind in ("none", "transformer"):
+    equal = {kind: round(1000 * ms["additive"] / ms[kind])
+             for kind in ("none", "transformer")}
+    for kind, steps in equal.items():
         print(f"equal time: 1000 x {ms['additive']} / {ms[kind]} = "
-              f"{round(1000 * ms['additive'] / ms[kind])} steps of {kind} "
-              "take as long as the additive model's 1000 (the printed "
-              "medians, as the Bahdanau and Transformer sections compute "
-              "it)")
+              f"{steps} steps of {kind} take as long as the additive "
+              "model's 1000")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({
+        "script": "benchmarks/step_time.py", **machine(),
+        "steps": args.steps, "repeats": args.repeats,
+        "target_tokens": tokens,
+        "median_ms": ms,
+        "min_ms": {k: round(1000 * min(v), 1) for k, v in times.items()},
+        "max_ms": {k: round(1000 * max(v), 1) for k, v in times.items()},
+        "params": sizes,
+        "equal_time_steps": equal}, indent=1) + "\n")
+    print(f"written to {args.out}")
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ from pathlib import Path
 import torch
 
 from d2lmini.experiment import TRANSFORMER_RECIPE, evaluate, train
+from d2lmini.notebook import machine
 
 RESULTS = Path(__file__).parent / "results" / "transformer_tuning.json"
 GRID = [dict(lr=lr, dropout=dropout)
@@ -54,6 +55,7 @@ def main(argv=None):
     print(f"best on val: lr {best['lr']}, dropout {best['dropout']}")
     RESULTS.write_text(json.dumps({
         "what": "Transformer recipes scored on the val split",
+        "script": "benchmarks/transformer_tuning.py", **machine(),
         "recipe": "TRANSFORMER_RECIPE with lr and dropout of each row",
         "sacrebleu": result.signature.split(";")[0],
         "rows": rows}, indent=1) + "\n")

@@ -5,9 +5,13 @@ The package is the one source of every layer: a notebook shows a layer
 with ``show_source(DotProductAttention.forward)`` instead of a copy.
 """
 
+import datetime
 import inspect
 import json
 import math
+import platform
+import shlex
+import sys
 import textwrap
 from pathlib import Path
 
@@ -18,7 +22,8 @@ from IPython.display import Markdown
 from d2lmini import plot
 from d2lmini.utils import set_seed
 
-__all__ = ["against_seeds", "read_result", "setup", "show_source"]
+__all__ = ["against_seeds", "interval_words", "machine", "read_result",
+           "setup", "show_source"]
 
 RESULTS = Path(__file__).resolve().parent.parent / "benchmarks" / "results"
 
@@ -74,6 +79,35 @@ def setup(seed=0):
         set_matplotlib_formats("png")
 
 
+def _cpu_model():
+    """The CPU's model name, from /proc/cpuinfo where there is one."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith(("model name", "Hardware")):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine(command=None):
+    """What a benchmark result must record of the run that made it: the
+    command, the date, the CPU, the thread count and the torch build.
+
+    Args:
+        command: the command line; defaults to this process's.
+    """
+    if command is None:
+        command = " ".join(["python"] + [shlex.quote(a) for a in sys.argv])
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    return {"command": command,
+            "date": datetime.date.today().isoformat(),
+            "cpu": f"{_cpu_model()} ({platform.machine()})",
+            "threads": torch.get_num_threads(),
+            "torch": torch.__version__,
+            "device": device}
+
+
 def read_result(name):
     """A committed benchmark result, ``benchmarks/results/<name>.json``.
 
@@ -119,3 +153,14 @@ def against_seeds(what, value, seed_values, fmt="+.2f"):
                 f"seeds we measured ({span})."), True
     return (f"{what}: this run lies outside the {n} seeds we measured: "
             f"{value:{fmt}}, against {span}."), False
+
+
+def interval_words(low, high):
+    """Where an interval lies with respect to zero, in words for prose:
+    ``'lies above zero'``, ``'lies below zero'`` or ``'includes zero'``."""
+    low, high = float(low), float(high)
+    if not (math.isfinite(low) and math.isfinite(high)) or low > high:
+        raise ValueError(f"expected finite low <= high, got [{low}, {high}]")
+    if low > 0:
+        return "lies above zero"
+    return "lies below zero" if high < 0 else "includes zero"

@@ -13,7 +13,13 @@ from d2lmini.attention import (
     MultiHeadAttention,
     masked_softmax,
 )
-from d2lmini.notebook import against_seeds, read_result, setup, show_source
+from d2lmini.notebook import (
+    against_seeds,
+    interval_words,
+    read_result,
+    setup,
+    show_source,
+)
 
 matplotlib.use("Agg")
 
@@ -129,3 +135,11 @@ def test_read_result_reads_committed_results_and_names_the_target():
     assert seeds["script"] == "benchmarks/seeds.py" and seeds["seeds"]
     with pytest.raises(FileNotFoundError, match="make benchmark-no-such"):
         read_result("no_such")
+
+
+def test_interval_words_say_where_zero_is():
+    assert interval_words(0.5, 2) == "lies above zero"
+    assert interval_words(-2, -0.1) == "lies below zero"
+    assert interval_words(-1, 1) == interval_words(0, 1) == "includes zero"
+    with pytest.raises(ValueError, match="low <= high"):
+        interval_words(2, 1)
