@@ -14,7 +14,8 @@
  * - translator: a trained d2lmini Seq2Seq (GRU encoder, GRU decoder with
  *   additive or multi-head attention; or a Transformer) run in the page
  *   from the weights that scripts/export_models.py exported, greedy
- *   decoding included.
+ *   decoding included; once loaded, the box says whether those are the
+ *   weights the section evaluated, and their held-out BLEU.
  *
  * Every chart is an SVG with role="img", an aria-label that sums it up, a
  * <title> per cell and a table of the numbers it draws (in a <details>);
@@ -906,7 +907,74 @@
       throw new Error(`${manifest.weights}: ${buffer.byteLength} bytes, ` +
                       `expected ${manifest.weights_bytes}`);
     }
+    // The page states which weights it runs from the manifest's sha256:
+    // check that the file is the one it describes (a cached older file
+    // would not be).  Browsers hash only in a secure context (https,
+    // localhost); elsewhere the length check above is all there is.
+    const subtle = root.crypto && root.crypto.subtle;
+    if (subtle && manifest.weights_sha256) {
+      const digest = await subtle.digest("SHA-256", buffer);
+      const hex = Array.from(new Uint8Array(digest),
+                             (b) => b.toString(16).padStart(2, "0")).join("");
+      if (hex !== manifest.weights_sha256) {
+        throw new Error(`${manifest.weights} is not the file its manifest ` +
+                        "describes (another sha256): reload the page");
+      }
+    }
     return makeModel(manifest, buffer);
+  }
+
+  // What can change a checkpoint's weights (d2lmini.cache.fingerprint).
+  const FINGERPRINT = ["recipe", "code", "torch", "data"];
+
+  const bleuText = (x) => (typeof x === "number" && Number.isFinite(x)
+    ? x.toFixed(1) : null);
+
+  /** What the page says of the weights it runs, from the translator's
+   * data (what the notebook evaluated: weights_sha256, bleu) and the
+   * served manifest (weights_sha256, and the held-out bleu measured when
+   * the site was built).
+   *
+   * Returns {case, text}: case "same" when the sha256s are equal,
+   * "other" when the site's build trained its own weights; or null when
+   * the notebook's output names no weights (an older notebook).  BLEU is
+   * given to 1 decimal, as in the sections; a missing one is left out.
+   */
+  function weightsStatement(data, manifest) {
+    if (!data.weights_sha256 || !manifest.weights_sha256) return null;
+    const theirs = bleuText(data.bleu), mine = bleuText(manifest.bleu);
+    if (data.weights_sha256 === manifest.weights_sha256) {
+      const bleu = theirs || mine;
+      return {case: "same", text: "These are the weights the section " +
+              `evaluated${bleu ? ` (held-out BLEU ${bleu})` : ""}.`};
+    }
+    // scripts/export_models.py exports only what the notebook's code,
+    // data and torch train; another export of the checkpoint may not.
+    const parts = (f) => JSON.stringify(FINGERPRINT.map((k) => (f || {})[k]));
+    const sameCode = !data.fingerprint || !manifest.fingerprint ||
+      parts(data.fingerprint) === parts(manifest.fingerprint);
+    let text = sameCode
+      ? "This site was built on a machine that trained its own weights " +
+        "from the same code and seed (float rounding differs from one " +
+        "machine to another): "
+      : "This site was built with other code, data or torch than the " +
+        "section's run, which trained other weights: ";
+    if (mine && theirs) {
+      text += `they score BLEU ${mine} on the same test sentences; the ` +
+        `run this section reports scored ${theirs}.`;
+    } else if (mine) {
+      text += `they score BLEU ${mine} on the section's test sentences, ` +
+        "which may differ from the BLEU the section reports.";
+    } else {
+      text += "they are not the weights the section evaluated" +
+        `${theirs ? ` (which scored held-out BLEU ${theirs})` : ""}.`;
+    }
+    const a = manifest.bleu_signature, b = data.bleu_signature;
+    if (mine && theirs && a && b && a !== b) {
+      text += ` The two scores come from different sacreBLEU settings: ` +
+        `${a} here, ${b} in the section.`;
+    }
+    return {case: "other", text};
   }
 
   // ---- explorer: translator ---------------------------------------------
@@ -940,6 +1008,8 @@
     about.append(` (recipe key ${data.fingerprint.recipe}): the model ` +
                  "this section trains and evaluates, in your browser, " +
                  "with no server.");
+    // Which weights it runs, once they loaded (weightsStatement).
+    const weightsNote = el("p", {class: "d2l-weights", hidden: ""}, rootEl);
     const details = el("details", {class: "d2l-translator-box"}, rootEl);
     el("summary", {}, details,
        `Translate your own sentence in this page (loads the model: ` +
@@ -1029,6 +1099,13 @@
         status.textContent = `Loading the model… ${Math.round(100 * f)}%`;
       }).then((m) => {
         model = m;
+        const said = weightsStatement(data, m.manifest);
+        rootEl.dataset.weights = said ? said.case : "unknown";
+        if (said) {
+          weightsNote.textContent = said.text;
+          weightsNote.className = `d2l-weights d2l-weights-${said.case}`;
+          weightsNote.hidden = false;
+        }
         form.hidden = false;
         rootEl.dataset.state = "ready";
         rootEl.dataset.loadMs = String(performance.now() - start);
@@ -1068,6 +1145,8 @@
 .d2l-live summary { cursor: pointer; }
 .d2l-live .d2l-status.d2l-hint { color: #7a4b00; }
 .d2l-live .d2l-status.d2l-error { color: #b00020; font-weight: bold; }
+.d2l-live .d2l-weights-other { border-left: 3px solid #E69F00;
+  padding-left: 0.6em; }
 .d2l-live .d2l-examples { width: 100%; display: flex; flex-wrap: wrap;
   gap: 0.3em; align-items: center; }
 .d2l-live button { padding: 0.1em 0.6em; }
@@ -1103,7 +1182,7 @@
 
   root.d2lLive = {mountAll, tokenize, makeModel, loadModel, translate,
                   readSource, maskedSoftmaxRow, nadarayaWatson, positionalEncoding,
-                  viridis};
+                  viridis, weightsStatement};
   if (typeof module !== "undefined") module.exports = root.d2lLive;
 })(typeof window !== "undefined" ? window : globalThis);
 if (typeof document !== "undefined") window.d2lLive.mountAll();

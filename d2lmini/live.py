@@ -19,7 +19,8 @@ in trusted outputs) and on the static website.
 - ``translator``: a text box that translates with a trained model in the
   page (GRU with additive or multi-head attention, or a Transformer),
   from weights that ``export_model`` writes (the website's build
-  exports them: ``scripts/export_models.py``).
+  exports them: ``scripts/export_models.py``) with their held-out BLEU;
+  the page says whether they are the weights the section evaluated.
 
 Shape legend: L queries, S keys, N sampled queries, D features.
 """
@@ -40,15 +41,19 @@ from d2lmini.attention import MultiHeadAttention
 from d2lmini.decoding import attention_heads
 from d2lmini.utils import atomic_write
 
-__all__ = ["LiveHTML", "export_model", "kernel_regression_explorer",
-           "masked_softmax_explorer", "payloads",
+__all__ = ["LiveHTML", "bleu_fields", "export_model",
+           "kernel_regression_explorer", "masked_softmax_explorer",
+           "notebook_record", "payloads",
            "positional_encoding_explorer", "sample_scores",
-           "scaling_explorer", "translator", "with_site_view"]
+           "scaling_explorer", "translator", "weights_bytes",
+           "with_site_view"]
 
 LIVE_JS = Path(__file__).with_name("live.js")
 # Where the website serves exported models, from a page in chapters/.
 MODELS_URL = "../_static/models/"
-MANIFEST_FORMAT = 1
+# 2: the manifest records the held-out BLEU of its weights and what the
+# notebook evaluated (``export_model``).
+MANIFEST_FORMAT = 2
 DIMS = tuple(2 ** i for i in range(11))
 # The models the page runs, by Recipe.attention.
 PAGE_ATTENTIONS = ("additive", "multihead", "transformer")
@@ -329,6 +334,14 @@ def weights_bytes(model):
         for v in model.state_dict().values())
 
 
+def bleu_fields(result):
+    """What the page states of an ``EvalResult``: ``bleu`` (corpus BLEU,
+    0-100), ``bleu_split`` and ``bleu_signature`` (sacreBLEU's, of that
+    BLEU only)."""
+    return {"bleu": result.bleu, "bleu_split": result.split,
+            "bleu_signature": result.signature.split(";")[0]}
+
+
 def translator(recipe, run, example, examples=(), *, result=None,
                base=MODELS_URL):
     """A text box that translates in the page with the recipe's model.
@@ -364,6 +377,11 @@ def translator(recipe, run, example, examples=(), *, result=None,
             isinstance(s, str) and s.strip() for s in examples):
         raise TypeError(f"examples must be a list of sentences, got "
                         f"{examples!r}")
+    if result is not None and getattr(result, "split", None) != "test":
+        raise ValueError(
+            "result must be the EvalResult of the test split (the page "
+            "compares it with the held-out BLEU of the weights it runs), "
+            f"got split {getattr(result, 'split', None)!r}")
     num_heads = _page_heads(recipe, run.model)
     size = sum(p.numel() for p in run.model.state_dict().values()) * 4
     return LiveHTML("translator", {
@@ -373,34 +391,64 @@ def translator(recipe, run, example, examples=(), *, result=None,
         "num_heads": num_heads,
         "weights_sha256": hashlib.sha256(
             weights_bytes(run.model)).hexdigest(),
-        **({} if result is None else {
-            "bleu": result.bleu, "bleu_split": result.split,
-            "bleu_signature": result.signature.split(";")[0]}),
+        **({} if result is None else bleu_fields(result)),
         "size_mb": round(size / 1e6, 1), "example": example,
         "examples": list(examples), "base": base},
         "Type a sentence and see the translation and attention: this box "
         "runs the model in the page of the website.")
 
 
-def export_model(recipe, run, folder):
+# What the manifest records of the run a notebook evaluated (from its
+# translator payload), beside what the export measured itself.
+NOTEBOOK_FIELDS = ("weights_sha256", "bleu", "bleu_split", "bleu_signature")
+
+
+def notebook_record(payload):
+    """The ``NOTEBOOK_FIELDS`` of a translator payload (None where an
+    older notebook's payload lacks one): what the notebook evaluated."""
+    return {k: payload.get(k) for k in NOTEBOOK_FIELDS}
+
+
+def export_model(recipe, run, folder, *, evaluated=None):
     """Write the recipe's model for the translator: ``folder /
     <checkpoint> / manifest.json`` and ``weights.bin``.
 
-    ``weights.bin`` is every tensor of the state dict, float32
-    little-endian, one after the other; the manifest gives each one's
-    offset (in floats) and shape (by state-dict name), the vocabularies,
-    the special ids, the sizes, the recipe key and the run's
-    fingerprint.  ``num_layers`` is the GRU layers, or a Transformer's
-    blocks in the encoder and in the decoder; a Transformer's manifest
-    also gives ``ffn_num_hiddens`` (its positions are not stored: the
-    page computes them).
+    ``weights.bin`` is ``weights_bytes(run.model)``: every tensor of the
+    state dict, float32 little-endian, one after the other; the manifest
+    gives each one's offset (in floats) and shape (by state-dict name),
+    the vocabularies, the special ids, the sizes, the recipe key, the
+    run's fingerprint and the sha256 of the weights.  ``num_layers`` is
+    the GRU layers, or a Transformer's blocks in the encoder and in the
+    decoder; a Transformer's manifest also gives ``ffn_num_hiddens``
+    (its positions are not stored: the page computes them).
+
+    The export scores the weights it writes: ``bleu``, ``bleu_split``
+    and ``bleu_signature`` are ``d2lmini.experiment.evaluate(run.model,
+    run.data)`` on the held-out test split (sacreBLEU's signature, as in
+    the translator's payload).  ``notebook`` records what the notebook
+    evaluated (``notebook_record(evaluated)``), so that the page can say
+    whether it runs those weights or others trained from the same
+    recipe on the machine that built the site.
+
+    Args:
+        recipe: the ``Recipe`` of the run; its ``attention`` is one of
+            ``PAGE_ATTENTIONS``.
+        run: its ``Run`` (model and data; the data needs a test split).
+        folder: where the model's folder goes.
+        evaluated: the payload of the notebook's translator output
+            (``payloads(html, "translator")``), or None.
 
     Returns:
         The model's folder.
     """
     from d2lmini.cache import fingerprint
+    from d2lmini.experiment import evaluate
     model, data = run.model, run.data
     num_heads = _page_heads(recipe, model)
+    if not data.test_pairs:
+        raise ValueError("the page states the held-out BLEU of the weights "
+                         "it runs: the run's data needs a test split "
+                         "(num_test > 0)")
     kind = recipe.attention
     encoder = model.encoder
     if kind == "transformer":
@@ -412,13 +460,12 @@ def export_model(recipe, run, folder):
         sizes = {"num_layers": encoder.rnn.num_layers,
                  "num_hiddens": encoder.rnn.hidden_size,
                  "embed_size": encoder.embedding.embedding_dim}
-    tensors, chunks, offset = {}, [], 0
-    for name, value in model.state_dict().items():
-        array = value.detach().cpu().to(torch.float32).numpy()
-        tensors[name] = {"shape": list(array.shape), "offset": offset}
-        chunks.append(np.ascontiguousarray(array, dtype="<f4").tobytes())
-        offset += array.size
-    weights = b"".join(chunks)
+    tensors, offset = {}, 0
+    for name, value in model.state_dict().items():  # weights_bytes' order
+        tensors[name] = {"shape": list(value.shape), "offset": offset}
+        offset += value.numel()
+    weights = weights_bytes(model)
+    result = evaluate(model, data)
     name = _checkpoint_name(recipe)
     special = lambda v: {t: v[f"<{t}>"] for t in  # noqa: E731
                          ("pad", "bos", "eos", "unk")}
@@ -433,7 +480,10 @@ def export_model(recipe, run, folder):
         "tgt_special": special(data.tgt_vocab),
         "tensors": tensors, "weights": "weights.bin",
         "weights_bytes": len(weights),
-        "weights_sha256": hashlib.sha256(weights).hexdigest()}
+        "weights_sha256": hashlib.sha256(weights).hexdigest(),
+        **bleu_fields(result),
+        "notebook": None if evaluated is None
+        else notebook_record(evaluated)}
     out = Path(folder) / name
     out.mkdir(parents=True, exist_ok=True)
     with atomic_write(out / "weights.bin") as f:

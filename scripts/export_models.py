@@ -9,8 +9,12 @@ Reads every notebook of ``_toc.yml``, finds the translator outputs
 with ``train_or_load`` (training it first when the checkpoint cache does
 not have it: about 80 s each on 2 CPU cores) and writes it with
 ``d2lmini.live.export_model`` into ``dest/<checkpoint>/``; Sphinx serves
-that folder as ``_static/models/``.  A folder that already holds the
-same checkpoint and fingerprint is kept.
+that folder as ``_static/models/``.  The export scores the weights it
+writes on the test split (a few seconds a model) and records the sha256
+and BLEU of the weights the notebook evaluated, from its output: the
+page says whether it runs those weights or others that this machine
+trained from the same code and seed.  A folder that already holds the
+same checkpoint, fingerprint and notebook record is kept.
 
 Fails when the model it would export is not the one the notebook
 evaluated (the code, data or torch changed since the notebook ran): run
@@ -52,7 +56,7 @@ def export(spec, dest):
     """Export one translator's model; return a line saying what it did."""
     from d2lmini.cache import checkpoint_path, fingerprint, train_or_load
     from d2lmini.experiment import Recipe
-    from d2lmini.live import export_model
+    from d2lmini.live import MANIFEST_FORMAT, export_model, notebook_record
 
     recipe = Recipe(**spec["recipe"])
     name = spec["checkpoint"]
@@ -62,8 +66,11 @@ def export(spec, dest):
     manifest = dest / name / "manifest.json"
     if manifest.is_file() and (dest / name / "weights.bin").is_file():
         saved = json.loads(manifest.read_text())
-        if saved.get("fingerprint") == spec["fingerprint"]:
-            return f"{name}: up to date"
+        if (saved.get("format"), saved.get("fingerprint"),
+                saved.get("notebook")) == (MANIFEST_FORMAT,
+                                           spec["fingerprint"],
+                                           notebook_record(spec)):
+            return f"{name}: up to date ({weights_line(saved)})"
     if not checkpoint_path(recipe).is_file():
         print(f"{name}: not in the checkpoint cache, training it now "
               "(about 80 s on 2 CPU cores)...", flush=True)
@@ -77,11 +84,26 @@ def export(spec, dest):
             f"{name}: the notebook evaluated a model trained with another "
             f"{' and '.join(changed)}; run `make execute` so that the page "
             "runs the model the section reports")
-    folder = export_model(recipe, run, dest)
-    size = (folder / "weights.bin").stat().st_size / 1e6
+    folder = export_model(recipe, run, dest, evaluated=spec)
+    saved = json.loads((folder / "manifest.json").read_text())
     how = "trained and exported" if run.trained else "exported"
     return (f"{name}: {how} in {time.perf_counter() - start:.0f} s "
-            f"({size:.1f} MB of weights)")
+            f"({saved['weights_bytes'] / 1e6:.1f} MB of weights; "
+            f"{weights_line(saved)})")
+
+
+def weights_line(manifest):
+    """What an export's manifest says of its weights, in words."""
+    mine = f"held-out BLEU {manifest['bleu']:.1f}"
+    notebook = manifest.get("notebook") or {}
+    if notebook.get("weights_sha256") is None:
+        return f"{mine}; the notebook's output does not name its weights"
+    if notebook["weights_sha256"] == manifest["weights_sha256"]:
+        return f"{mine}: the weights the notebook evaluated"
+    theirs = "" if notebook.get("bleu") is None else \
+        f", which scored {notebook['bleu']:.1f}"
+    return (f"{mine}: other weights than the notebook's{theirs} (the "
+            "page says so)")
 
 
 def main(argv=None):

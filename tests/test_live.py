@@ -6,10 +6,15 @@ tests/test_site_live.py.
 """
 
 import base64
+import copy
+import hashlib
+import importlib.util
 import json
 import re
 import shutil
 import subprocess
+import sys
+from pathlib import Path
 
 import ipywidgets as widgets
 import numpy as np
@@ -22,23 +27,44 @@ from d2lmini.attention_decoder import Seq2SeqAttentionDecoder
 from d2lmini.cache import Run, fingerprint
 from d2lmini.data import MTFraEng
 from d2lmini.decoding import translate
-from d2lmini.experiment import CHAPTER_RECIPE, build_model
+from d2lmini.experiment import CHAPTER_RECIPE, build_model, evaluate
 from d2lmini.live import (
     LIVE_JS,
+    NOTEBOOK_FIELDS,
     LiveHTML,
     export_model,
     kernel_regression_explorer,
     masked_softmax_explorer,
+    notebook_record,
     payloads,
     positional_encoding_explorer,
     sample_scores,
     scaling_explorer,
     translator,
+    weights_bytes,
     with_site_view,
 )
 from d2lmini.trainer import Trainer
 from d2lmini.transformer import PositionalEncoding
 from d2lmini.utils import set_seed
+
+ROOT = Path(__file__).resolve().parent.parent
+# conftest.py's toy pairs, and one English source held out as the test
+# split (export_model scores the weights it writes on it).
+TOY_PAIRS = [("go .", "va !"), ("i lost .", "j'ai perdu ."),
+             ("he's calm .", "il est calme ."),
+             ("i'm home .", "je suis chez moi .")] * 2
+HELD_OUT = ("i'm calm .", "je suis calme .")
+
+
+@pytest.fixture(scope="module")
+def toy():
+    """conftest.py's toy corpus (the same train split and vocabularies),
+    with ``HELD_OUT`` as its test split; no models."""
+    data = MTFraEng(2, num_steps=6, num_train=8, num_val=0, num_test=1,
+                    pairs=TOY_PAIRS + [HELD_OUT], min_freq=1)
+    assert data.test_pairs == [HELD_OUT], data.test_pairs
+    return {}, data
 
 
 def payload(live):
@@ -124,7 +150,8 @@ def tiny_run(toy, attention, num_layers=1):
         # toy pairs (a second or so), it translates them and stops.
         # Fresh data: training draws from the data's generator.
         data = MTFraEng(2, num_steps=6, num_train=8, num_val=0,
-                        pairs=data.train_pairs, min_freq=1)
+                        num_test=1, pairs=data.train_pairs + [HELD_OUT],
+                        min_freq=1)
         model = build_model(tiny_transformer(num_layers), data)
         Trainer(max_epochs=100, max_steps=200, progress=False,
                 seed=0).fit(model, data)
@@ -210,7 +237,7 @@ def test_export_model_describes_a_transformer(toy, tmp_path):
     assert {k: manifest[k] for k in (
         "format", "attention", "num_heads", "num_layers", "num_hiddens",
         "embed_size", "ffn_num_hiddens")} == {
-        "format": 1, "attention": "transformer", "num_heads": 2,
+        "format": 2, "attention": "transformer", "num_heads": 2,
         "num_layers": 2, "num_hiddens": 8, "embed_size": 8,
         "ffn_num_hiddens": 16}
     assert set(manifest["tensors"]) == set(run.model.state_dict())
@@ -239,6 +266,144 @@ def test_translator_rejects_bad_arguments(toy):
         translator(CHAPTER_RECIPE, run, "go .", "go .")
     with pytest.raises(TypeError, match="no attention decoder"):
         translator(CHAPTER_RECIPE, plain_run(toy), "go .")
+
+
+# ---- which weights the page runs -----------------------------------------
+
+def sha256(data):
+    return hashlib.sha256(data).hexdigest()
+
+
+def test_translator_payload_names_the_weights_and_bleu_it_evaluated(toy):
+    run = tiny_run(toy, None)
+    result = evaluate(run.model, run.data)
+    data = payload(translator(CHAPTER_RECIPE, run, "go .", result=result))
+    # The bytes the page loads: one float32 after another, by state dict.
+    raw = weights_bytes(run.model)
+    assert len(raw) == 4 * sum(v.numel()
+                               for v in run.model.state_dict().values())
+    assert data["weights_sha256"] == sha256(raw)
+    assert (data["bleu"], data["bleu_split"]) == (result.bleu, "test")
+    assert data["bleu_signature"] == result.signature.split(";")[0]
+    assert data["bleu_signature"].startswith("BLEU nrefs:")
+    assert "chrF" not in data["bleu_signature"]
+    # Without result (an older notebook): the weights, no BLEU.
+    older = payload(translator(CHAPTER_RECIPE, run, "go ."))
+    assert older["weights_sha256"] == data["weights_sha256"]
+    assert not {"bleu", "bleu_split", "bleu_signature"} & set(older)
+    assert notebook_record(older) == {
+        "weights_sha256": data["weights_sha256"], "bleu": None,
+        "bleu_split": None, "bleu_signature": None}
+    with pytest.raises(ValueError, match="EvalResult of the test split.*"
+                       "got split 'train'"):
+        translator(CHAPTER_RECIPE, run, "go .",
+                   result=evaluate(run.model, run.data, "train"))
+
+
+def perturbed(run, scale=0.5, seed=1):
+    """The run with other weights of the same architecture: what another
+    machine's training of the same recipe gives (here: seeded noise)."""
+    model = copy.deepcopy(run.model)
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(scale * torch.randn(p.shape, generator=gen))
+    return run._replace(model=model.eval())
+
+
+def test_export_model_records_its_bleu_and_the_notebook_weights(
+        toy, tmp_path):
+    run = tiny_run(toy, "trained transformer")
+    recipe = tiny_transformer()
+    result = evaluate(run.model, run.data)
+    assert result.bleu > 0, result.details  # a score worth comparing
+    spec = payload(translator(recipe, run, "go .", result=result))
+    folder = export_model(recipe, run, tmp_path, evaluated=spec)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    raw = (folder / "weights.bin").read_bytes()
+    assert raw == weights_bytes(run.model)
+    assert manifest["weights_sha256"] == sha256(raw) == \
+        spec["weights_sha256"]
+    # Measured at export, on the same test sentences, same signature.
+    assert manifest["bleu"] == pytest.approx(result.bleu, abs=1e-9)
+    assert manifest["bleu_split"] == "test"
+    assert manifest["bleu_signature"] == spec["bleu_signature"]
+    assert manifest["notebook"] == {k: spec[k] for k in NOTEBOOK_FIELDS}
+    assert manifest["notebook"]["bleu"] == result.bleu
+
+    # The same checkpoint with other weights (another machine's build):
+    # the manifest says so, with those weights' own BLEU.
+    other = perturbed(run)
+    theirs = evaluate(other.model, other.data)
+    manifest = json.loads((export_model(recipe, other, tmp_path,
+                                        evaluated=spec) / "manifest.json")
+                          .read_text())
+    assert manifest["weights_sha256"] == sha256(weights_bytes(other.model))
+    assert manifest["weights_sha256"] != spec["weights_sha256"]
+    assert manifest["bleu"] == pytest.approx(theirs.bleu, abs=1e-9)
+    assert manifest["bleu"] != result.bleu
+    assert manifest["notebook"]["weights_sha256"] == spec["weights_sha256"]
+    assert manifest["notebook"]["bleu"] == result.bleu
+
+
+def test_export_model_without_a_notebook_or_a_test_split(toy, tmp_path):
+    run = tiny_run(toy, None)
+    manifest = json.loads((export_model(CHAPTER_RECIPE, run, tmp_path) /
+                           "manifest.json").read_text())
+    assert manifest["notebook"] is None
+    assert manifest["bleu"] == evaluate(run.model, run.data).bleu
+    no_test = MTFraEng(2, num_steps=6, num_train=8, num_val=0,
+                       pairs=TOY_PAIRS, min_freq=1)
+    with pytest.raises(ValueError, match="needs a test split"):
+        export_model(CHAPTER_RECIPE, run._replace(data=no_test),
+                     tmp_path / "none")
+    assert not (tmp_path / "none").exists()  # nothing half-written
+
+
+def load_script(name):
+    path = ROOT / "scripts" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_export_models_keeps_only_an_up_to_date_export(
+        toy, tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "path", list(sys.path))  # it adds scripts/
+    script = load_script("export_models")
+    run = tiny_run(toy, "trained transformer")
+    recipe = tiny_transformer()
+    result = evaluate(run.model, run.data)
+    spec = payload(translator(recipe, run, "go .", result=result))
+    loads = []
+    monkeypatch.setattr("d2lmini.cache.train_or_load",
+                        lambda r, progress: loads.append(r) or run)
+    line = script.export(spec, tmp_path)
+    assert f"held-out BLEU {result.bleu:.1f}: the weights the notebook " \
+        "evaluated" in line
+    assert loads == [recipe]
+    assert script.export(spec, tmp_path).endswith(
+        f"up to date (held-out BLEU {result.bleu:.1f}: the weights the "
+        "notebook evaluated)")
+    assert len(loads) == 1  # neither loaded nor scored again
+    # The notebook ran again elsewhere: other weights, another BLEU.
+    elsewhere = {**spec, "weights_sha256": "0" * 64, "bleu": 12.34}
+    line = script.export(elsewhere, tmp_path)
+    assert len(loads) == 2
+    assert f"held-out BLEU {result.bleu:.1f}: other weights than the " \
+        "notebook's, which scored 12.3 (the page says so)" in line
+    path = tmp_path / spec["checkpoint"] / "manifest.json"
+    manifest = json.loads(path.read_text())
+    assert manifest["notebook"] == notebook_record(elsewhere)
+    # An export by an older d2lmini (no BLEU) is made again.
+    path.write_text(json.dumps({**manifest, "format": 1}))
+    assert "up to date" not in script.export(elsewhere, tmp_path)
+    assert len(loads) == 3
+    # An older notebook's output, without weights or BLEU.
+    older = {k: v for k, v in spec.items() if k not in NOTEBOOK_FIELDS}
+    assert "the notebook's output does not name its weights" in \
+        script.export(older, tmp_path)
 
 
 def test_with_site_view_gives_jupyter_the_widget_and_the_page_html():
@@ -277,6 +442,72 @@ def run_node(tmp_path, script, job):
                           input=json.dumps(job), capture_output=True,
                           text=True, check=True)
     return json.loads(done.stdout)
+
+
+NODE_WEIGHTS = r"""
+const fs = require("fs");
+const live = require(process.argv[2]);
+const cases = JSON.parse(fs.readFileSync(0, "utf8"));
+console.log(JSON.stringify(cases.map(([data, manifest]) =>
+  live.weightsStatement(data, manifest))));
+"""
+
+SAME = ("These are the weights the section evaluated (held-out BLEU "
+        "{}).")
+OTHER = ("This site was built on a machine that trained its own weights "
+         "from the same code and seed (float rounding differs from one "
+         "machine to another): ")
+
+
+def test_live_js_says_which_weights_it_runs(tmp_path):
+    sig = "BLEU nrefs:var|case:mixed|eff:no|tok:none|smooth:exp"
+    fp = {"recipe": "r", "code": "c", "torch": "t", "data": "d"}
+    notebook = {"weights_sha256": "aa", "bleu": 27.51, "bleu_split": "test",
+                "bleu_signature": sig, "fingerprint": fp}
+    mine = {"weights_sha256": "bb", "bleu": 26.27, "bleu_split": "test",
+            "bleu_signature": sig, "fingerprint": fp}
+    no_bleu = {k: v for k, v in notebook.items() if k != "bleu"}
+    cases = {
+        "same": (notebook, {**mine, "weights_sha256": "aa", "bleu": 27.51}),
+        # An older notebook (no bleu in its output): the export's own.
+        "same, no notebook bleu": (no_bleu, {**mine, "weights_sha256": "aa",
+                                             "bleu": 27.46}),
+        "other": (notebook, mine),
+        "other, no notebook bleu": (no_bleu, mine),
+        "other, older manifest": (notebook, {"weights_sha256": "bb"}),
+        "other, neither": (no_bleu, {"weights_sha256": "bb"}),
+        "other code": (notebook, {**mine, "fingerprint": {**fp, "code": "x"}}),
+        "other sacrebleu": (notebook, {**mine,
+                                       "bleu_signature": sig + "|v:9"}),
+        "no weights named": ({"bleu": 27.51}, mine),
+        "older manifest, no sha": (notebook, {"bleu": 26.27}),
+    }
+    got = dict(zip(cases, run_node(tmp_path, NODE_WEIGHTS,
+                                   list(cases.values()))))
+    assert got["same"] == {"case": "same", "text": SAME.format("27.5")}
+    assert got["same, no notebook bleu"]["text"] == SAME.format("27.5")
+    assert got["other"] == {"case": "other", "text": OTHER + (
+        "they score BLEU 26.3 on the same test sentences; the run this "
+        "section reports scored 27.5.")}
+    assert got["other, no notebook bleu"]["text"] == OTHER + (
+        "they score BLEU 26.3 on the section's test sentences, which may "
+        "differ from the BLEU the section reports.")
+    assert got["other, older manifest"]["text"] == OTHER + (
+        "they are not the weights the section evaluated (which scored "
+        "held-out BLEU 27.5).")
+    assert got["other, neither"]["text"] == OTHER + (
+        "they are not the weights the section evaluated.")
+    assert got["other code"]["text"].startswith(
+        "This site was built with other code, data or torch than the "
+        "section's run, which trained other weights: they score BLEU 26.3")
+    assert got["other sacrebleu"]["text"].endswith(
+        f"different sacreBLEU settings: {sig}|v:9 here, {sig} in the "
+        "section.")
+    assert got["no weights named"] is None
+    assert got["older manifest, no sha"] is None
+    for name, said in got.items():
+        if said:
+            assert not re.search(r"undefined|NaN|null", said["text"]), name
 
 
 @pytest.mark.parametrize("attention, num_layers", [

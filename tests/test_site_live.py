@@ -14,6 +14,11 @@ request to another host fails the test), and:
   ``d2lmini.decoding.translate`` does, attention weights to 1e-4;
 - bad input gets a visible answer, and a model that fails to load says
   so;
+- once loaded, a translator says whether it runs the weights its section
+  evaluated (the notebook's sha256) with the section's held-out BLEU, or
+  other weights of the same recipe with their own BLEU beside it (a copy
+  of the site serving other weights, as a site built on another machine
+  does);
 - page weights stay within their budgets.
 
 The numbers measured (page weights, load and translation times) are
@@ -21,15 +26,22 @@ printed in a summary, not asserted: a test never asserts a time.
 """
 
 import base64
+import contextlib
+import copy
+import functools
 import hashlib
 import json
+import os
 import re
+import shutil
 import socket
 import statistics
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import unquote, urlsplit
 
 import numpy as np
@@ -37,7 +49,7 @@ import pytest
 import torch
 from test_book_html import HTML, PAGES, browser, server, site  # noqa: F401
 
-from d2lmini.live import payloads
+from d2lmini.live import LIVE_JS, export_model, notebook_record, payloads
 
 pytestmark = pytest.mark.book
 
@@ -105,13 +117,18 @@ class Page:
 def open_page(browser, server):  # noqa: F811
     pages = []
 
-    def opener(doc, block=None):
-        pages.append(Page(browser, server, doc, block))
+    def opener(doc, block=None, via=None):
+        """Open ``doc`` as served by ``via`` (default: the built site)."""
+        pages.append(Page(browser, via or server, doc, block))
         return pages[-1]
 
     yield opener
     for p in pages:
         p.close()
+
+
+def page_text(doc):
+    return (HTML / f"{doc}.html").read_text(encoding="utf-8")
 
 
 def explorer_data(page, kind):
@@ -495,6 +512,171 @@ def test_translator_says_when_the_model_fails_to_load(open_page):
                for e in page.errors), page.errors
 
 
+# ---- which weights the page says it runs ---------------------------------
+
+# What LiveHTML puts after each explorer: the package's live.js, inline.
+INLINE_LIVE_JS = re.compile(r"<script>\n(/\* d2lmini live explorers.*?)"
+                            r"</script>", re.S)
+
+
+@pytest.mark.parametrize("doc", PAGES)
+def test_pages_run_the_package_live_js(doc, site):  # noqa: F811
+    """The page runs the live.js of its notebook's outputs: it must be
+    d2lmini's current one (the translator's words on its weights, say)."""
+    text = page_text(doc)
+    scripts = INLINE_LIVE_JS.findall(text)
+    if "data-d2l-live=" in text:
+        assert scripts, f"{doc}: its explorers come with no live.js"
+    want = LIVE_JS.read_text(encoding="utf-8")
+    stale = sum(s != want for s in scripts)
+    assert not stale, (
+        f"{doc}: {stale} of its {len(scripts)} explorers carry another "
+        "live.js than d2lmini/live.js: run `make execute` and `make book`")
+
+
+def weights_statement(page):
+    """Open the page's translator; its root and its words on its
+    weights (visible once the model loaded)."""
+    root = open_translator(page)
+    assert root.get_attribute("data-state") == "ready", page.errors
+    note = root.locator(".d2l-weights")
+    assert note.is_visible(), "the page does not say which weights it runs"
+    return root, note.inner_text()
+
+
+def check_statement(root, text, spec, manifest):
+    """The page's words are those its payload (what the notebook
+    evaluated) and the served manifest (what the build exported and
+    scored) call for, numbers to 1 decimal as in the sections."""
+    assert spec.get("weights_sha256"), (
+        "the notebook's output names no weights: run `make execute`")
+    assert manifest["notebook"] == notebook_record(spec)
+    theirs = spec.get("bleu")
+    if manifest["weights_sha256"] == spec["weights_sha256"]:
+        assert root.get_attribute("data-weights") == "same"
+        bleu = manifest["bleu"] if theirs is None else theirs
+        assert text == ("These are the weights the section evaluated "
+                        f"(held-out BLEU {bleu:.1f}).")
+        return "same"
+    assert root.get_attribute("data-weights") == "other"
+    assert text.startswith("This site was built on a machine that trained "
+                           "its own weights from the same code and seed")
+    if theirs is None:  # an older notebook: the export's BLEU only
+        assert f"they score BLEU {manifest['bleu']:.1f} on the section's " \
+            "test sentences" in text, text
+    else:
+        assert text.endswith(
+            f"they score BLEU {manifest['bleu']:.1f} on the same test "
+            f"sentences; the run this section reports scored "
+            f"{theirs:.1f}."), text
+    return "other"
+
+
+@pytest.mark.parametrize("doc", TRANSLATOR_PAGES)
+def test_translator_says_which_weights_it_runs(doc, open_page, runs):
+    """The built site: the weights this machine exported, whichever
+    machine trained them (the same weights when the notebooks ran here)."""
+    spec, recipe, run = runs[doc]
+    page = open_page(doc)
+    root, text = weights_statement(page)
+    manifest = served_manifest(spec)
+    assert manifest["bleu_split"] == "test"
+    if spec.get("bleu_signature"):
+        assert manifest["bleu_signature"] == spec["bleu_signature"]
+    MEASURED.setdefault("weights_case", {})[doc] = check_statement(
+        root, text, spec, manifest)
+    assert not page.errors, page.errors
+
+
+@contextlib.contextmanager
+def serving(folder):
+    """Serve ``folder`` on 127.0.0.1 at a free port, in a thread."""
+
+    class Quiet(SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    httpd = ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(Quiet, directory=str(folder)))
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield httpd
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join()
+
+
+OTHER_DOC = "chapters/bahdanau-attention"
+TAMPERED_DOC = "chapters/multihead-attention"
+
+
+@pytest.fixture(scope="module")
+def other_site(tmp_path_factory, runs):
+    """A copy of the site as a machine that trained other weights builds
+    it: OTHER_DOC's checkpoint holds the cached model with seeded noise
+    added to every weight, exported again (its own sha256 and held-out
+    BLEU); TAMPERED_DOC's manifest names a sha256 its weights do not
+    have.  The rest of the site is linked, not copied.  Yields the
+    server and the run of the other weights."""
+    spec, recipe, run = runs[OTHER_DOC]
+    html = tmp_path_factory.mktemp("other-site") / "html"
+    shutil.copytree(HTML, html, copy_function=os.symlink)
+    models = html / "_static" / "models"
+    shutil.rmtree(models / spec["checkpoint"])
+    model = copy.deepcopy(run.model)
+    gen = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.02 * p.std() * torch.randn(p.shape, generator=gen))
+    other = run._replace(model=model.eval())
+    export_model(recipe, other, models, evaluated=spec)
+    tampered = models / runs[TAMPERED_DOC][0]["checkpoint"] / \
+        "manifest.json"
+    manifest = json.loads(tampered.read_text())
+    tampered.unlink()  # a link into the real site: write a file instead
+    tampered.write_text(json.dumps({**manifest, "weights_sha256": "0" * 64}))
+    with serving(html) as httpd:
+        yield httpd, html, other
+
+
+def test_translator_says_when_it_runs_other_weights(open_page, other_site,
+                                                    runs):
+    from d2lmini.decoding import translate
+
+    httpd, html, other = other_site
+    spec, recipe, run = runs[OTHER_DOC]
+    manifest = json.loads((html / "_static" / "models" / spec["checkpoint"]
+                           / "manifest.json").read_text())
+    assert manifest["weights_sha256"] != spec["weights_sha256"]
+    page = open_page(OTHER_DOC, via=httpd)
+    root, text = weights_statement(page)
+    assert check_statement(root, text, spec, manifest) == "other"
+    # It runs those weights: it translates as the noisy model does.
+    sentences = [e for e, _ in run.data.test_pairs[:6]]
+    theirs = page.page.evaluate(
+        """(ss) => ss.map((s) => document.querySelector(
+             '[data-d2l-live="translator"]').d2l.translate(s).outTokens)""",
+        sentences)
+    assert theirs == [t.out_tokens for t in translate(
+        other.model, other.data, sentences)]
+    assert not page.errors, page.errors
+    MEASURED["other_weights"] = (manifest["bleu"], spec.get("bleu"), text)
+
+
+def test_translator_refuses_weights_its_manifest_does_not_describe(
+        open_page, other_site):
+    httpd, _, _ = other_site
+    page = open_page(TAMPERED_DOC, via=httpd)
+    root = open_translator(page)
+    assert root.get_attribute("data-state") == "error"
+    status = root.locator(".d2l-status")
+    assert "not the file its manifest describes" in status.inner_text()
+    assert not root.locator(".d2l-weights").is_visible()
+    assert not page.errors, page.errors
+
+
 @pytest.mark.parametrize("doc", [d for d in PAGES
                                  if d not in TRANSLATOR_PAGES])
 def test_pages_without_a_model_stay_within_their_weight(doc, open_page):
@@ -520,6 +702,13 @@ def test_live_summary(capsys):
                 "enter_to_heatmap_ms", {}).items():
             print(f"  {doc}: Enter to heatmap, 10 words: median "
                   f"{med:.0f} ms (min {lo:.0f}, max {hi:.0f})")
+        for doc, case in MEASURED.get("weights_case", {}).items():
+            print(f"  {doc}: serves the {case} weights as the section")
+        if "other_weights" in MEASURED:
+            mine, theirs, text = MEASURED["other_weights"]
+            theirs = "(none)" if theirs is None else f"{theirs:.2f}"
+            print(f"  other weights: BLEU {mine:.2f} beside the section's "
+                  f"{theirs}; the page says: {text}")
 
 
 # ---- the same explorers in JupyterLab -------------------------------------
