@@ -75,6 +75,24 @@
     return node;
   }
 
+  /** [smallest, largest] of the numbers of one or more arrays, by a
+   * loop: spreading an array into Math.min passes each number as an
+   * argument and throws "Maximum call stack size exceeded" for large
+   * arrays.  [Infinity,
+   * -Infinity] when they are empty. */
+  function extent(...arrays) {
+    let lo = Infinity, hi = -Infinity;
+    for (const xs of arrays) {
+      for (const x of xs) {
+        if (x < lo) lo = x;
+        if (x > hi) hi = x;
+      }
+    }
+    return [lo, hi];
+  }
+
+  const maxOf = (...arrays) => extent(...arrays)[1];
+
   const fmt = (x, digits) => (Number.isFinite(x) ? x.toFixed(digits) : String(x));
 
   /** A <details> table of a matrix: the numbers a chart draws. */
@@ -112,9 +130,9 @@
     const [lo, hi] = opts.domain || [0, 1], colour = opts.colour || viridis;
     const scale = (v) => (v - lo) / (hi - lo);
     const shown = (labels) => labels.filter((_, i) => i % every === 0);
-    const left = 12 + 7 * Math.max(4, ...shown(rows).map((r) => r.length));
+    const left = 12 + 7 * Math.max(4, maxOf(shown(rows).map((r) => r.length)));
     const top = title ? 28 : 8;
-    const bottom = 14 + 6.5 * Math.max(3, ...shown(cols).map((c) => c.length));
+    const bottom = 14 + 6.5 * Math.max(3, maxOf(shown(cols).map((c) => c.length)));
     const width = left + cell * cols.length + 70;
     const height = top + cell * rows.length + bottom;
     const summary = opts.label || title || "heatmap";
@@ -200,7 +218,7 @@
       const width = step * xs.length;
       return density ? c.map((n) => n / width) : c;
     });
-    const top = Math.max(...counts.flat()) || 1;
+    const most = maxOf(...counts), top = most > 0 ? most : 1;
     const chart = svg("svg", {
       class: "d2l-histogram", role: "img", width: W, height: H,
       viewBox: `0 0 ${W} ${H}`, "aria-label": opts.label || title}, parent);
@@ -333,7 +351,7 @@
         const out = [];
         for (let i = 0; i < N; i++) {
           const w = maskedSoftmaxRow(xs.slice(i * S, (i + 1) * S), S);
-          out.push(Math.max(...w));
+          out.push(maxOf(w));
         }
         return out;
       };
@@ -354,7 +372,7 @@
       slider.out.textContent = `d = ${d}`;
       slider.input.setAttribute("aria-valuetext", `d = ${d}`);
       const s = stats(d), n = s.numbers;
-      const lo = Math.min(...s.raw, ...s.scaled), hi = Math.max(...s.raw, ...s.scaled);
+      const [lo, hi] = extent(s.raw, s.scaled);
       const edges = Array.from({length: 41}, (_, k) => lo + (hi - lo) * k / 40);
       const unit = Array.from({length: 41}, (_, k) => 1 / S + (1 - 1 / S) * k / 40);
       chart.replaceChildren();
@@ -437,8 +455,7 @@
     const W = 560, H = 300, L = 44, R = 12, T = 26, B = 34;
     const stemH = stems.length ? 60 : 0;
     const all = [...lines.flatMap((l) => l.ys), ...points.ys];
-    const lo = Math.min(...all), hi = Math.max(...all);
-    const x0 = Math.min(...xs, ...points.xs), x1 = Math.max(...xs, ...points.xs);
+    const [lo, hi] = extent(all), [x0, x1] = extent(xs, points.xs);
     const sx = (x) => L + (x - x0) / (x1 - x0 || 1) * (W - L - R);
     const top = H - B - (stems.length ? stemH + 10 : 0);
     const sy = (y) => top - (y - lo) / (hi - lo || 1) * (top - T);
@@ -461,7 +478,7 @@
                    "stroke-dasharray": "2 3"}, chart);
     }
     // The weights of the marked query on each key, as stems.
-    const base = H - B, peak = Math.max(...stems, 1e-12);
+    const base = H - B, peak = Math.max(maxOf(stems), 1e-12);
     if (stems.length) {
       svg("line", {x1: L, y1: base, x2: W - R, y2: base, stroke: "#999"}, chart);
       svg("text", {x: L - 4, y: base - stemH + 4, "font-size": 10, "text-anchor": "end"},
@@ -520,7 +537,7 @@
           "marked query)",
         label: `${title}. The marked query x = ${xs[q].toFixed(2)} predicts ` +
           `${preds[q].toFixed(3)} from ${weights[q].filter((a) => a > 0).length} ` +
-          `keys; its largest weight is ${Math.max(...weights[q]).toFixed(3)}.`});
+          `keys; its largest weight is ${maxOf(weights[q]).toFixed(3)}.`});
       el("p", {class: "d2l-legend"}, chart,
          "Dashed grey: the true function; blue: the prediction; orange dots: " +
          "the training pairs (keys x_i, values y_i).");
@@ -642,7 +659,7 @@
   }
 
   function softmax(xs) {
-    const m = Math.max(...xs), e = xs.map((x) => Math.exp(x - m));
+    const m = maxOf(xs), e = xs.map((x) => Math.exp(x - m));
     const s = e.reduce((a, b) => a + b, 0);
     return e.map((x) => x / s);
   }
@@ -892,37 +909,299 @@
     return bytes.buffer;
   }
 
-  /** Load a model folder: manifest.json and its weights file. */
-  async function loadModel(base, checkpoint, onProgress) {
+  // ---- what the page loads -------------------------------------------
+  // The manifest format this live.js reads (d2lmini.live.MANIFEST_FORMAT).
+  const MANIFEST_FORMAT = 3;
+  const ATTENTIONS = ["additive", "multihead", "transformer"];
+  const SPECIALS = ["pad", "bos", "eos", "unk"];
+  // Sizes beyond these are no model of this chapter (and would make the
+  // page allocate without end).
+  const MAX_SIZE = 1 << 16;
+
+  /** Every tensor of the model a manifest describes, by state-dict name,
+   * with the shape its sizes imply (d2lmini.live.export_model writes the
+   * state dict of d2lmini's models: GRU encoder-decoder with additive or
+   * multi-head attention, or a Transformer). */
+  function expectedTensors(m) {
+    const D = m.num_hiddens, E = m.embed_size, L = m.num_layers;
+    const V = m.src_vocab.length, W = m.tgt_vocab.length, out = {};
+    const add = (name, shape) => { out[name] = shape; };
+    const linear = (name, rows, cols, bias) => {
+      add(`${name}.weight`, [rows, cols]);
+      if (bias) add(`${name}.bias`, [rows]);
+    };
+    const heads = (prefix, bias) => ["W_q", "W_k", "W_v", "W_o"].forEach(
+      (w) => linear(`${prefix}.${w}`, D, D, bias));
+    const norm = (prefix) => ["weight", "bias"].forEach(
+      (k) => add(`${prefix}.ln.${k}`, [D]));
+    const gru = (prefix, first) => {
+      for (let l = 0; l < L; l++) {
+        add(`${prefix}.weight_ih_l${l}`, [3 * D, l ? D : first]);
+        add(`${prefix}.weight_hh_l${l}`, [3 * D, D]);
+        add(`${prefix}.bias_ih_l${l}`, [3 * D]);
+        add(`${prefix}.bias_hh_l${l}`, [3 * D]);
+      }
+    };
+    add("encoder.embedding.weight", [V, E]);
+    if (m.attention === "transformer") {
+      const F = m.ffn_num_hiddens;
+      const ffn = (prefix) => {
+        linear(`${prefix}.dense1`, F, D, true);
+        linear(`${prefix}.dense2`, D, F, true);
+      };
+      for (let l = 0; l < L; l++) {
+        const p = `encoder.blks.${l}`;
+        heads(`${p}.attention`, true); norm(`${p}.addnorm1`);
+        ffn(`${p}.ffn`); norm(`${p}.addnorm2`);
+      }
+      add("decoder.embedding.weight", [W, E]);
+      for (let l = 0; l < L; l++) {
+        const p = `decoder.blks.${l}`;
+        heads(`${p}.self_attention`, true); norm(`${p}.addnorm1`);
+        heads(`${p}.cross_attention`, true); norm(`${p}.addnorm2`);
+        ffn(`${p}.ffn`); norm(`${p}.addnorm3`);
+      }
+    } else {
+      gru("encoder.rnn", E);
+      if (m.attention === "additive") {
+        linear("decoder.attention.W_k", D, D);
+        linear("decoder.attention.W_q", D, D);
+        linear("decoder.attention.w_v", 1, D);
+      } else {
+        heads("decoder.attention", false);
+      }
+      add("decoder.embedding.weight", [W, E]);
+      gru("decoder.rnn", D + E);
+    }
+    linear("decoder.dense", W, D, true);
+    return out;
+  }
+
+  const isSize = (x) => Number.isInteger(x) && x >= 1 && x <= MAX_SIZE;
+  const isObject = (x) => x !== null && typeof x === "object" && !Array.isArray(x);
+  const show = (x) => (x === undefined ? "missing" : JSON.stringify(x));
+
+  /** What is wrong with a model's manifest (JSON) and, when given, its
+   * weights (an ArrayBuffer): a list of sentences, empty when nothing is.
+   *
+   * Checks the format, the attention, the sizes (whole numbers; the heads
+   * divide num_hiddens, additive attention has one), the vocabularies
+   * and their special tokens, the fingerprint (its recipe key is the
+   * checkpoint's), the weights file's name (weights-<sha256[:16]>.bin),
+   * byte count and sha256 (its form: the digest is loadModel's), that
+   * every tensor the sizes imply is there with that shape and no other,
+   * at offsets in range that do not overlap and cover the file; and with
+   * the weights, that their length is the manifest's and every number is
+   * finite.  expected: what the page's translator says of its model
+   * ({checkpoint, attention, num_heads, fingerprint}, each optional).
+   */
+  function manifestProblems(manifest, buffer, expected) {
+    const m = manifest, want = expected || {}, bad = [];
+    if (!isObject(m)) return ["manifest.json is not a JSON object"];
+    if (m.format !== MANIFEST_FORMAT) {
+      bad.push(`format ${show(m.format)}, where this page reads format ` +
+               `${MANIFEST_FORMAT} (rebuild the site: make book)`);
+      return bad;
+    }
+    if (want.checkpoint !== undefined && m.checkpoint !== want.checkpoint) {
+      bad.push(`it holds checkpoint ${show(m.checkpoint)}, not ` +
+               `${want.checkpoint}`);
+    }
+    if (!ATTENTIONS.includes(m.attention)) {
+      bad.push(`attention ${show(m.attention)} is not one of ${ATTENTIONS.join(", ")}`);
+    } else if (want.attention !== undefined && m.attention !== want.attention) {
+      bad.push(`attention ${show(m.attention)}, where the section's model has ` +
+               `${show(want.attention)}`);
+    }
+    const sizes = ["num_layers", "num_hiddens", "embed_size", "num_heads", "num_steps"];
+    if (m.attention === "transformer") sizes.push("ffn_num_hiddens");
+    let sizesOk = true;
+    for (const k of sizes) {
+      if (!isSize(m[k])) {
+        bad.push(`${k} ${show(m[k])} is not a whole number in [1, ${MAX_SIZE}]`);
+        sizesOk = false;
+      }
+    }
+    if (isSize(m.num_heads) && isSize(m.num_hiddens)) {
+      if (m.attention === "additive" && m.num_heads !== 1) {
+        bad.push(`num_heads ${m.num_heads}: additive attention has one head`);
+      } else if (m.num_hiddens % m.num_heads) {
+        bad.push(`num_heads ${m.num_heads} does not divide num_hiddens ${m.num_hiddens}`);
+      }
+      if (want.num_heads !== undefined && m.num_heads !== want.num_heads) {
+        bad.push(`num_heads ${m.num_heads}, where the section's model has ` +
+                 `${want.num_heads}`);
+      }
+    }
+    if (m.attention === "transformer" && m.embed_size !== m.num_hiddens) {
+      sizesOk = false;
+      bad.push(`a Transformer's embed_size (${show(m.embed_size)}) is its ` +
+               `num_hiddens (${show(m.num_hiddens)})`);
+    }
+    let vocabsOk = true;
+    for (const side of ["src", "tgt"]) {
+      const vocab = m[`${side}_vocab`], special = m[`${side}_special`];
+      if (!Array.isArray(vocab) || !vocab.length || vocab.length > 1 << 20 ||
+          !vocab.every((tok) => typeof tok === "string")) {
+        bad.push(`${side}_vocab is not a list of tokens`);
+        vocabsOk = false;
+        continue;
+      }
+      if (!isObject(special)) {
+        bad.push(`${side}_special is missing`);
+        continue;
+      }
+      for (const k of SPECIALS) {
+        if (vocab[special[k]] !== `<${k}>` || !Number.isInteger(special[k])) {
+          bad.push(`${side}_special.${k} ${show(special[k])} is not the id ` +
+                   `of <${k}> in ${side}_vocab`);
+        }
+      }
+    }
+    const f = m.fingerprint;
+    if (!isObject(f) || !FINGERPRINT.every((k) => typeof f[k] === "string")) {
+      bad.push(`fingerprint ${show(f)} does not give ${FINGERPRINT.join(", ")}`);
+    } else {
+      if (f.recipe !== m.recipe_key) {
+        bad.push(`the fingerprint's recipe ${show(f.recipe)} is not the ` +
+                 `recipe_key ${show(m.recipe_key)}`);
+      }
+      if (m.checkpoint !== `seq2seq-${m.attention}-${f.recipe}`) {
+        bad.push(`checkpoint ${show(m.checkpoint)} is not seq2seq-` +
+                 `${m.attention}-${f.recipe}, what its fingerprint names`);
+      }
+      const theirs = (want.fingerprint || {}).recipe;
+      if (theirs !== undefined && f.recipe !== theirs) {
+        bad.push(`recipe ${f.recipe}, where the section trained ${theirs}`);
+      }
+    }
+    const sha = m.weights_sha256;
+    if (typeof sha !== "string" || !/^[0-9a-f]{64}$/.test(sha)) {
+      bad.push(`weights_sha256 ${show(sha)} is not a sha256 (64 hex digits)`);
+    } else if (m.weights !== `weights-${sha.slice(0, 16)}.bin`) {
+      bad.push(`weights ${show(m.weights)} is not weights-` +
+               `${sha.slice(0, 16)}.bin, the name its sha256 gives`);
+    }
+    const bytes = m.weights_bytes;
+    if (!Number.isInteger(bytes) || bytes <= 0 || bytes % 4) {
+      bad.push(`weights_bytes ${show(bytes)} is not a whole number of float32s`);
+    }
+    if (!isObject(m.tensors)) {
+      bad.push("tensors is missing");
+      return bad;
+    }
+    // The shapes need the sizes, the offsets a byte count.
+    if (!sizesOk || !vocabsOk || !ATTENTIONS.includes(m.attention) ||
+        !Number.isInteger(bytes) || bytes <= 0) return bad;
+    const expect = expectedTensors(m), floats = bytes / 4, spans = [];
+    for (const [name, shape] of Object.entries(expect)) {
+      const spec = m.tensors[name];
+      if (!isObject(spec)) { bad.push(`tensor ${name} is missing`); continue; }
+      if (!Array.isArray(spec.shape) || spec.shape.join() !== shape.join() ||
+          spec.shape.length !== shape.length) {
+        bad.push(`tensor ${name} has shape ${show(spec.shape)}, where the ` +
+                 `manifest's sizes make it ${show(shape)}`);
+        continue;
+      }
+      const size = shape.reduce((a, b) => a * b, 1), o = spec.offset;
+      if (!Number.isInteger(o) || o < 0 || o + size > floats) {
+        bad.push(`tensor ${name}: offset ${show(o)} is not in [0, ` +
+                 `${floats - size}] (${size} floats in a file of ${floats})`);
+        continue;
+      }
+      spans.push([o, o + size, name]);
+    }
+    for (const name of Object.keys(m.tensors)) {
+      if (!(name in expect)) bad.push(`tensor ${name} is not part of the model`);
+    }
+    if (spans.length < Object.keys(expect).length) return bad;
+    spans.sort((a, b) => a[0] - b[0]);
+    let end = 0;
+    for (const [start, stop, name] of spans) {
+      if (start < end) bad.push(`tensor ${name} overlaps the tensor before it`);
+      end = Math.max(end, stop);
+    }
+    const total = spans.reduce((a, [start, stop]) => a + stop - start, 0);
+    if (total !== floats) {
+      bad.push(`the tensors hold ${total} floats, the weights file ${floats}`);
+    }
+    if (buffer === undefined || buffer === null || bad.length) return bad;
+    if (buffer.byteLength !== bytes) {
+      bad.push(`${m.weights} has ${buffer.byteLength} bytes, where the ` +
+               `manifest says ${bytes}`);
+      return bad;
+    }
+    const values = new Float32Array(buffer);
+    for (const [start, stop, name] of spans) {
+      let count = 0;
+      for (let i = start; i < stop; i++) if (!Number.isFinite(values[i])) count++;
+      if (count) bad.push(`tensor ${name} holds ${count} numbers that are not finite (NaN or infinite)`);
+    }
+    return bad;
+  }
+
+  /** Throw an Error that says what is wrong, if anything is. */
+  function checkManifest(manifest, buffer, expected) {
+    const bad = manifestProblems(manifest, buffer, expected);
+    if (bad.length) {
+      const more = bad.length > 3 ? `; and ${bad.length - 3} more` : "";
+      throw new Error(`the model's files are not valid: ` +
+                      `${bad.slice(0, 3).join("; ")}${more}`);
+    }
+  }
+
+  const hex = (bytes) => Array.from(new Uint8Array(bytes),
+                                    (b) => b.toString(16).padStart(2, "0")).join("");
+
+  /** Load a model folder: manifest.json and its weights file, both
+   * checked (manifestProblems) and the weights' sha256 with it.
+   *
+   * Browsers compute sha256 (crypto.subtle) only in a secure context:
+   * https, or a page from this computer (localhost, 127.0.0.1).  Served
+   * over plain http from another host, the page cannot check that the
+   * weights are the file the manifest describes: it still checks their
+   * length, shapes and values, loads them, and the returned model's
+   * `verified` is false (the translator says so in its box); otherwise
+   * true.  expected: as for manifestProblems.
+   */
+  async function loadModel(base, checkpoint, onProgress, expected) {
     const folder = `${base}${checkpoint}/`;
     const response = await fetch(`${folder}manifest.json`);
     if (!response.ok) throw new Error(`${folder}manifest.json: HTTP ${response.status}`);
-    const manifest = await response.json();
-    if (manifest.checkpoint !== checkpoint) {
-      throw new Error(`the files hold checkpoint ${manifest.checkpoint}, ` +
-                      `not ${checkpoint}`);
+    let manifest;
+    try {
+      manifest = await response.json();
+    } catch (err) {
+      throw new Error(`${folder}manifest.json is not JSON (${err.message})`);
     }
+    const want = {checkpoint, ...(expected || {})};
+    checkManifest(manifest, null, want);
     const buffer = await fetchBytes(folder + manifest.weights, onProgress || (() => {}));
     if (buffer.byteLength !== manifest.weights_bytes) {
       throw new Error(`${manifest.weights}: ${buffer.byteLength} bytes, ` +
                       `expected ${manifest.weights_bytes}`);
     }
     // The page states which weights it runs from the manifest's sha256:
-    // check that the file is the one it describes (a cached older file
-    // would not be).  Browsers hash only in a secure context (https,
-    // localhost); elsewhere the length check above is all there is.
+    // check that the file is the one it describes.
     const subtle = root.crypto && root.crypto.subtle;
-    if (subtle && manifest.weights_sha256) {
-      const digest = await subtle.digest("SHA-256", buffer);
-      const hex = Array.from(new Uint8Array(digest),
-                             (b) => b.toString(16).padStart(2, "0")).join("");
-      if (hex !== manifest.weights_sha256) {
+    let verified = false;
+    if (subtle) {
+      if (hex(await subtle.digest("SHA-256", buffer)) !== manifest.weights_sha256) {
         throw new Error(`${manifest.weights} is not the file its manifest ` +
                         "describes (another sha256): reload the page");
       }
+      verified = true;
     }
-    return makeModel(manifest, buffer);
+    checkManifest(manifest, buffer, want);
+    const model = makeModel(manifest, buffer);
+    model.verified = verified;
+    return model;
   }
+
+  const UNVERIFIED = "This browser could not check that these are the " +
+    "weights the manifest describes: it computes sha256 only on pages " +
+    "served over https or from this computer. Their size, shapes and " +
+    "values were checked.";
 
   // What can change a checkpoint's weights (d2lmini.cache.fingerprint).
   const FINGERPRINT = ["recipe", "code", "torch", "data"];
@@ -1010,6 +1289,9 @@
                  "with no server.");
     // Which weights it runs, once they loaded (weightsStatement).
     const weightsNote = el("p", {class: "d2l-weights", hidden: ""}, rootEl);
+    // Where the browser cannot hash them (loadModel).
+    const unverifiedNote = el("p", {class: "d2l-unverified", hidden: ""},
+                              rootEl);
     const details = el("details", {class: "d2l-translator-box"}, rootEl);
     el("summary", {}, details,
        `Translate your own sentence in this page (loads the model: ` +
@@ -1097,14 +1379,20 @@
       const start = performance.now();
       loading = loadModel(data.base, data.checkpoint, (f) => {
         status.textContent = `Loading the model… ${Math.round(100 * f)}%`;
-      }).then((m) => {
+      }, {attention: data.recipe.attention, num_heads: data.num_heads,
+          fingerprint: data.fingerprint}).then((m) => {
         model = m;
         const said = weightsStatement(data, m.manifest);
         rootEl.dataset.weights = said ? said.case : "unknown";
+        rootEl.dataset.verified = m.verified ? "yes" : "no";
         if (said) {
           weightsNote.textContent = said.text;
           weightsNote.className = `d2l-weights d2l-weights-${said.case}`;
           weightsNote.hidden = false;
+        }
+        if (!m.verified) {
+          unverifiedNote.textContent = UNVERIFIED;
+          unverifiedNote.hidden = false;
         }
         form.hidden = false;
         rootEl.dataset.state = "ready";
@@ -1145,7 +1433,7 @@
 .d2l-live summary { cursor: pointer; }
 .d2l-live .d2l-status.d2l-hint { color: #7a4b00; }
 .d2l-live .d2l-status.d2l-error { color: #b00020; font-weight: bold; }
-.d2l-live .d2l-weights-other { border-left: 3px solid #E69F00;
+.d2l-live .d2l-weights-other, .d2l-live .d2l-unverified { border-left: 3px solid #E69F00;
   padding-left: 0.6em; }
 .d2l-live .d2l-examples { width: 100%; display: flex; flex-wrap: wrap;
   gap: 0.3em; align-items: center; }
@@ -1173,16 +1461,48 @@
       // (its notebook would cancel the arrow keys of the sliders).
       node.setAttribute("data-lm-suppress-shortcuts", "true");
       node.addEventListener("keydown", (event) => event.stopPropagation());
-      const script = node.querySelector('script[type="application/json"]');
-      const data = JSON.parse(script.textContent);
-      node.replaceChildren();  // drops the "needs JavaScript" note
-      MOUNTS[node.dataset.d2lLive](node, data);
+      // One broken explorer (bad data, a kind this live.js does not
+      // draw, an error while drawing) says so in its own box; the
+      // others on the page still start.
+      try {
+        mountOne(node);
+      } catch (err) {
+        node.replaceChildren();
+        node.dataset.d2lMounted = "error";
+        node.dataset.d2lError = err.message;
+        el("p", {class: "d2l-status d2l-error", role: "alert"}, node,
+           `This explorer could not start: ${err.message}.`);
+      }
     }
+  }
+
+  function mountOne(node) {
+    const kind = node.dataset.d2lLive;
+    const mount = Object.prototype.hasOwnProperty.call(MOUNTS, kind)
+      ? MOUNTS[kind] : null;
+    if (!mount) {
+      throw new Error(`this page's live.js draws no explorer of kind ` +
+                      `"${kind}" (only ${Object.keys(MOUNTS).join(", ")})`);
+    }
+    const script = node.querySelector('script[type="application/json"]');
+    if (!script) throw new Error("its output holds no data");
+    let data;
+    try {
+      data = JSON.parse(script.textContent);
+    } catch (err) {
+      throw new Error(`its data is not valid JSON (${err.message})`);
+    }
+    if (data === null || typeof data !== "object" || Array.isArray(data)) {
+      throw new Error("its data is not a JSON object");
+    }
+    node.replaceChildren();  // drops the "needs JavaScript" note
+    mount(node, data);
   }
 
   root.d2lLive = {mountAll, tokenize, makeModel, loadModel, translate,
                   readSource, maskedSoftmaxRow, nadarayaWatson, positionalEncoding,
-                  viridis, weightsStatement};
+                  viridis, weightsStatement, manifestProblems, expectedTensors,
+                  extent, MANIFEST_FORMAT};
   if (typeof module !== "undefined") module.exports = root.d2lLive;
 })(typeof window !== "undefined" ? window : globalThis);
 if (typeof document !== "undefined") window.d2lLive.mountAll();

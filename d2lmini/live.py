@@ -52,13 +52,41 @@ LIVE_JS = Path(__file__).with_name("live.js")
 # Where the website serves exported models, from a page in chapters/.
 MODELS_URL = "../_static/models/"
 # 2: the manifest records the held-out BLEU of its weights and what the
-# notebook evaluated (``export_model``).
-MANIFEST_FORMAT = 2
+# notebook evaluated (``export_model``); 3: the weights file is named by
+# its sha256 and the page checks every field (live.js reads this format
+# only: its MANIFEST_FORMAT).
+MANIFEST_FORMAT = 3
 DIMS = tuple(2 ** i for i in range(11))
 # The models the page runs, by Recipe.attention.
 PAGE_ATTENTIONS = ("additive", "multihead", "transformer")
 # The positional-encoding explorer draws D * max_len cells at most.
 PE_MAX_CELLS = 2 ** 15
+# What the other explorers draw at most: the page draws a cell, a bar or
+# a table row per number, and holds the data in the output.
+MASKED_SOFTMAX_MAX = (32, 64)  # L queries, S keys
+SCALING_MAX_SCORES = 2 ** 14  # N * S scores per size d
+SCALING_MAX_DIM = 1024  # the largest d
+SCALING_MAX_DIMS = 16  # sizes on the slider
+KERNEL_MAX_POINTS = 1000  # training pairs, and queries
+TRANSLATOR_MAX_EXAMPLES = 12
+TRANSLATOR_MAX_CHARS = 200  # of the example and of each example button
+
+
+def _count(name, value, low=1):
+    """``value`` as an int, at least ``low``; else a TypeError or
+    ValueError that names it."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int, got {value!r} "
+                        f"({type(value).__name__})")
+    if value < low:
+        raise ValueError(f"{name} must be at least {low}, got {value}")
+    return int(value)
+
+
+def _at_most(what, asked, limit, hint):
+    if asked > limit:
+        raise ValueError(f"{what} is at most {limit} (the page draws "
+                         f"every one), got {asked}; {hint}")
 
 
 def payloads(html_text, kind):
@@ -75,7 +103,11 @@ class LiveHTML:
     def __init__(self, kind, data, note):
         self.kind, self.data = kind, data
         payload = json.dumps(data, separators=(",", ":"))
-        payload = payload.replace("</", "<\\/")  # never ends the script
+        # No "<" in the script element: "</script" would end it, and
+        # "<!--<script" would make the HTML tokeniser swallow live.js and
+        # the rest of the page.  JSON reads \u003c as "<" (and so on).
+        payload = (payload.replace("<", "\\u003c").replace(">", "\\u003e")
+                   .replace("&", "\\u0026"))
         ident = "d2l-" + hashlib.sha256(
             f"{kind}:{payload}".encode()).hexdigest()[:12]
         self.html = (
@@ -114,13 +146,22 @@ def masked_softmax_explorer(scores=None, valid_len=None, temperature=1.0,
     Returns:
         A ``LiveHTML``; its ``data["scores"]`` are the scores it draws.
     """
+    max_l, max_s = MASKED_SOFTMAX_MAX
     if scores is None:
+        num_queries = _count("num_queries", num_queries)
+        num_keys = _count("num_keys", num_keys)
+        _at_most("num_queries (L)", num_queries, max_l, "draw fewer queries")
+        _at_most("num_keys (S)", num_keys, max_s, "draw fewer keys")
         gen = torch.Generator().manual_seed(seed)
         scores = 2 * torch.randn(num_queries, num_keys, generator=gen)
     scores = torch.as_tensor(scores, dtype=torch.float32)
     if scores.dim() != 2 or 0 in scores.shape:
         raise ValueError("scores must be (L, S), one row per query and at "
                          f"least one key, got shape {tuple(scores.shape)}")
+    _at_most("the queries of scores (L)", scores.shape[0], max_l,
+             "pass fewer rows")
+    _at_most("the keys of scores (S)", scores.shape[1], max_s,
+             "pass fewer columns")
     if not torch.isfinite(scores).all():
         raise ValueError("scores must be finite numbers; mask keys with "
                          "the valid length instead of -inf")
@@ -183,6 +224,15 @@ def scaling_explorer(dims=DIMS, d=64, num_queries=256, num_keys=16, seed=0):
         raise ValueError(f"dims must be positive sizes, got {dims}")
     if d not in dims:
         raise ValueError(f"d = {d} is not one of the slider's sizes {dims}")
+    _at_most("the number of sizes on the slider (len(dims))", len(dims),
+             SCALING_MAX_DIMS, "offer fewer sizes")
+    _at_most("the largest size d", max(dims), SCALING_MAX_DIM,
+             "offer smaller sizes")
+    num_queries = _count("num_queries", num_queries)
+    num_keys = _count("num_keys", num_keys, low=2)  # else no softmax
+    _at_most("num_queries * num_keys (scores per size)",
+             num_queries * num_keys, SCALING_MAX_SCORES,
+             f"got {num_queries} * {num_keys}: use fewer queries or keys")
     scores = {str(n): _float32_b64(sample_scores(n, num_queries, num_keys,
                                                  seed)) for n in dims}
     return LiveHTML("scaling", {
@@ -220,6 +270,13 @@ def kernel_regression_explorer(x_train, y_train, x_query, f_query, *,
             "x_train and y_train, and x_query and f_query, must be pairs of "
             "equally long non-empty 1-D arrays; got lengths "
             f"{[len(a) for a in arrays]}")
+    _at_most("the number of training pairs (S)", len(arrays[0]),
+             KERNEL_MAX_POINTS, "pass fewer keys")
+    _at_most("the number of queries (L)", len(arrays[2]),
+             KERNEL_MAX_POINTS, "pass fewer queries")
+    if not all(torch.isfinite(a).all() for a in arrays):
+        raise ValueError("x_train, y_train, x_query and f_query must be "
+                         "finite numbers")
     if kernel not in KERNELS:
         raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
     if not 0.03 <= width <= 3:
@@ -377,6 +434,13 @@ def translator(recipe, run, example, examples=(), *, result=None,
             isinstance(s, str) and s.strip() for s in examples):
         raise TypeError(f"examples must be a list of sentences, got "
                         f"{examples!r}")
+    examples = list(examples)
+    _at_most("the number of examples", len(examples),
+             TRANSLATOR_MAX_EXAMPLES, "offer fewer")
+    for sentence in [example, *examples]:
+        _at_most(f"a sentence's length in characters ({sentence[:20]!r}"
+                 "...)", len(sentence), TRANSLATOR_MAX_CHARS,
+                 "offer a shorter one")
     if result is not None and getattr(result, "split", None) != "test":
         raise ValueError(
             "result must be the EvalResult of the test split (the page "
@@ -411,9 +475,9 @@ def notebook_record(payload):
 
 def export_model(recipe, run, folder, *, evaluated=None):
     """Write the recipe's model for the translator: ``folder /
-    <checkpoint> / manifest.json`` and ``weights.bin``.
+    <checkpoint> / manifest.json`` and ``weights-<sha256[:16]>.bin``.
 
-    ``weights.bin`` is ``weights_bytes(run.model)``: every tensor of the
+    The weights file is ``weights_bytes(run.model)``: every tensor of the
     state dict, float32 little-endian, one after the other; the manifest
     gives each one's offset (in floats) and shape (by state-dict name),
     the vocabularies, the special ids, the sizes, the recipe key, the
@@ -429,6 +493,13 @@ def export_model(recipe, run, folder, *, evaluated=None):
     evaluated (``notebook_record(evaluated)``), so that the page can say
     whether it runs those weights or others trained from the same
     recipe on the machine that built the site.
+
+    The pair is replaced as one: the weights go to a new file named by
+    their sha256 (the manifest's ``weights``), then the manifest
+    replaces the old one in one rename, then other weights files are
+    removed.  A crash at any point leaves a manifest beside the weights
+    it describes (the old pair or the new one), and a browser never
+    serves an older file from its cache under the new name.
 
     Args:
         recipe: the ``Recipe`` of the run; its ``attention`` is one of
@@ -465,6 +536,7 @@ def export_model(recipe, run, folder, *, evaluated=None):
         tensors[name] = {"shape": list(value.shape), "offset": offset}
         offset += value.numel()
     weights = weights_bytes(model)
+    sha = hashlib.sha256(weights).hexdigest()
     result = evaluate(model, data)
     name = _checkpoint_name(recipe)
     special = lambda v: {t: v[f"<{t}>"] for t in  # noqa: E731
@@ -478,18 +550,20 @@ def export_model(recipe, run, folder, *, evaluated=None):
         "tgt_vocab": list(data.tgt_vocab.idx_to_token),
         "src_special": special(data.src_vocab),
         "tgt_special": special(data.tgt_vocab),
-        "tensors": tensors, "weights": "weights.bin",
-        "weights_bytes": len(weights),
-        "weights_sha256": hashlib.sha256(weights).hexdigest(),
+        "tensors": tensors, "weights": f"weights-{sha[:16]}.bin",
+        "weights_bytes": len(weights), "weights_sha256": sha,
         **bleu_fields(result),
         "notebook": None if evaluated is None
         else notebook_record(evaluated)}
     out = Path(folder) / name
     out.mkdir(parents=True, exist_ok=True)
-    with atomic_write(out / "weights.bin") as f:
+    with atomic_write(out / manifest["weights"]) as f:
         f.write(weights)
-    with atomic_write(out / "manifest.json") as f:
+    with atomic_write(out / "manifest.json") as f:  # last: the switch
         f.write(json.dumps(manifest, indent=1).encode("utf-8"))
+    for old in out.glob("weights*.bin"):
+        if old.name != manifest["weights"]:
+            old.unlink()
     return out
 
 

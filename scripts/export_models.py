@@ -14,7 +14,9 @@ writes on the test split (a few seconds a model) and records the sha256
 and BLEU of the weights the notebook evaluated, from its output: the
 page says whether it runs those weights or others that this machine
 trained from the same code and seed.  A folder that already holds the
-same checkpoint, fingerprint and notebook record is kept.
+same checkpoint, fingerprint and notebook record is kept.  Two
+translator outputs that name one checkpoint with different fingerprints
+(or weights) fail: the site serves one model per checkpoint name.
 
 Fails when the model it would export is not the one the notebook
 evaluated (the code, data or torch changed since the notebook ran): run
@@ -64,12 +66,13 @@ def export(spec, dest):
         raise SystemExit(f"{name}: its recipe now makes "
                          f"{checkpoint_path(recipe).stem}; run make execute")
     manifest = dest / name / "manifest.json"
-    if manifest.is_file() and (dest / name / "weights.bin").is_file():
+    if manifest.is_file():
         saved = json.loads(manifest.read_text())
-        if (saved.get("format"), saved.get("fingerprint"),
-                saved.get("notebook")) == (MANIFEST_FORMAT,
-                                           spec["fingerprint"],
-                                           notebook_record(spec)):
+        weights = dest / name / str(saved.get("weights"))
+        have = (saved.get("format"), saved.get("fingerprint"),
+                saved.get("notebook"))
+        want = (MANIFEST_FORMAT, spec["fingerprint"], notebook_record(spec))
+        if weights.is_file() and have == want:
             return f"{name}: up to date ({weights_line(saved)})"
     if not checkpoint_path(recipe).is_file():
         print(f"{name}: not in the checkpoint cache, training it now "
@@ -106,15 +109,37 @@ def weights_line(manifest):
             "page says so)")
 
 
+def collect(found):
+    """The translators to export, by checkpoint, from ``(notebook,
+    translator payloads)`` pairs.  Two outputs may name one checkpoint
+    only for one model: another fingerprint or other weights would leave
+    one page running the other's model, so that fails."""
+    specs, where = {}, {}
+    for notebook, payloads in found:
+        for spec in payloads:
+            name = spec["checkpoint"]
+            if name in specs:
+                before = specs[name]
+                other = [k for k in ("fingerprint", "weights_sha256")
+                         if before.get(k) != spec.get(k)]
+                if other:
+                    raise SystemExit(
+                        f"{name}: {where[name]} and {notebook} evaluated "
+                        f"models with another {' and '.join(other)} under "
+                        "this one checkpoint name (one recipe), and the "
+                        "site serves one model per name: one of them ran "
+                        "older code; run `make execute`")
+                continue
+            specs[name], where[name] = spec, notebook
+    return specs
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--dest", type=Path,
                         default=ROOT / "assets" / "models")
     args = parser.parse_args(argv)
-    specs = {}
-    for nb in toc_notebooks():
-        for spec in translators(ROOT / nb):
-            specs[spec["checkpoint"]] = spec
+    specs = collect((nb, translators(ROOT / nb)) for nb in toc_notebooks())
     args.dest.mkdir(parents=True, exist_ok=True)
     for spec in specs.values():
         print(export(spec, args.dest), flush=True)

@@ -6,6 +6,7 @@ tests/test_site_live.py.
 """
 
 import base64
+import contextlib
 import copy
 import hashlib
 import importlib.util
@@ -187,7 +188,7 @@ def test_export_model_writes_every_tensor_and_the_vocabularies(
     recipe = CHAPTER_RECIPE
     folder = export_model(recipe, run, tmp_path)
     manifest = json.loads((folder / "manifest.json").read_text())
-    weights = np.fromfile(folder / "weights.bin", dtype="<f4")
+    weights = np.fromfile(folder / manifest["weights"], dtype="<f4")
     assert manifest["checkpoint"] == folder.name == \
         f"seq2seq-additive-{recipe.key()}"
     assert manifest["fingerprint"] == fingerprint(recipe, run.data)
@@ -237,7 +238,7 @@ def test_export_model_describes_a_transformer(toy, tmp_path):
     assert {k: manifest[k] for k in (
         "format", "attention", "num_heads", "num_layers", "num_hiddens",
         "embed_size", "ffn_num_hiddens")} == {
-        "format": 2, "attention": "transformer", "num_heads": 2,
+        "format": 3, "attention": "transformer", "num_heads": 2,
         "num_layers": 2, "num_hiddens": 8, "embed_size": 8,
         "ffn_num_hiddens": 16}
     assert set(manifest["tensors"]) == set(run.model.state_dict())
@@ -320,7 +321,7 @@ def test_export_model_records_its_bleu_and_the_notebook_weights(
     spec = payload(translator(recipe, run, "go .", result=result))
     folder = export_model(recipe, run, tmp_path, evaluated=spec)
     manifest = json.loads((folder / "manifest.json").read_text())
-    raw = (folder / "weights.bin").read_bytes()
+    raw = (folder / manifest["weights"]).read_bytes()
     assert raw == weights_bytes(run.model)
     assert manifest["weights_sha256"] == sha256(raw) == \
         spec["weights_sha256"]
@@ -418,7 +419,7 @@ const fs = require("fs");
 const live = require(process.argv[2]);
 const job = JSON.parse(fs.readFileSync(0, "utf8"));
 const manifest = JSON.parse(fs.readFileSync(job.folder + "/manifest.json"));
-const buf = fs.readFileSync(job.folder + "/weights.bin");
+const buf = fs.readFileSync(job.folder + "/" + manifest.weights);
 const model = live.makeModel(manifest, buf.buffer.slice(
   buf.byteOffset, buf.byteOffset + buf.length));
 const out = job.sentences.map((s) => live.translate(model, s));
@@ -612,3 +613,366 @@ def test_live_js_positional_encoding_equals_d2lmini(tmp_path):
         want = PositionalEncoding(D, max_len=T).P.double().numpy()
         np.testing.assert_allclose(np.array(P), want, rtol=0, atol=1e-6,
                                    err_msg=f"D = {D}, max_len = {T}")
+
+
+# ---- what the page loads (issue 17, points 7-11) ---------------------------
+
+NODE_PROBLEMS = r"""
+const fs = require("fs");
+const live = require(process.argv[2]);
+const job = JSON.parse(fs.readFileSync(0, "utf8"));
+const buf = fs.readFileSync(job.weights);
+const base = buf.buffer.slice(buf.byteOffset, buf.byteOffset + buf.length);
+const out = {};
+for (const [name, c] of Object.entries(job.cases)) {
+  let buffer = c.buffer === "none" ? null : base.slice(0);
+  if (c.buffer === "nan") new Float32Array(buffer).fill(NaN);
+  if (c.buffer === "short") buffer = buffer.slice(0, buffer.byteLength - 4);
+  if (c.buffer === "one inf") new Float32Array(buffer)[c.at] = Infinity;
+  out[name] = live.manifestProblems(c.manifest, buffer, c.expected);
+}
+console.log(JSON.stringify(out));
+"""
+
+
+def corrupted_manifests(manifest, heads):
+    """Edited copies of a valid manifest, each with the words that the
+    page's answer must contain."""
+    tensors = manifest["tensors"]
+    names = list(tensors)
+    matrix = next(n for n in names if len(tensors[n]["shape"]) == 2
+                  and tensors[n]["shape"][0] != tensors[n]["shape"][1])
+    bias = next(n for n in names if n.endswith(".bias"))
+
+    def edit(**changes):
+        return {**copy.deepcopy(manifest), **changes}
+
+    def tensor(name, **changes):
+        t = copy.deepcopy(tensors)
+        if changes.get("drop"):
+            del t[name]
+        else:
+            t[name] = {**t[name], **changes}
+        return edit(tensors=t)
+
+    fp = manifest["fingerprint"]
+    yield "format", edit(format=2), "format 2, where this page reads " \
+        "format 3"
+    yield "no format", edit(format=None), "format null"
+    yield "fingerprint", edit(fingerprint={**fp, "recipe": "0" * 16}), \
+        "the fingerprint's recipe"
+    yield "fingerprint lacks code", edit(fingerprint={
+        k: v for k, v in fp.items() if k != "code"}), "does not give"
+    yield "attention", edit(attention="dot"), "attention \"dot\" is not"
+    yield "transposed", tensor(matrix, shape=tensors[matrix]["shape"][::-1]), \
+        f"tensor {matrix} has shape"
+    yield "flattened", tensor(matrix, shape=[int(np.prod(
+        tensors[matrix]["shape"]))]), f"tensor {matrix} has shape"
+    yield "negative offset", tensor(matrix, offset=-3), \
+        f"tensor {matrix}: offset -3 is not in [0, "
+    yield "offset past the end", tensor(
+        matrix, offset=manifest["weights_bytes"] // 4), "is not in [0, "
+    yield "fractional offset", tensor(matrix, offset=1.5), "offset 1.5"
+    neighbour = next(n for n in names if n != matrix)
+    yield "overlap", tensor(matrix, offset=tensors[neighbour]["offset"]), \
+        "overlaps"
+    yield "deleted bias", tensor(bias, drop=True), \
+        f"tensor {bias} is missing"
+    yield "extra tensor", edit(tensors={**tensors, "decoder.extra": {
+        "shape": [1], "offset": 0}}), "decoder.extra is not part of"
+    yield "more layers", edit(num_layers=manifest["num_layers"] + 1), \
+        "is missing"
+    yield "no tensors", edit(tensors=None), "tensors is missing"
+    yield "sizes", edit(num_hiddens=0), "num_hiddens 0 is not a whole"
+    yield "vocabulary", edit(tgt_vocab=None), "tgt_vocab is not a list"
+    yield "special", edit(src_special={**manifest["src_special"],
+                                       "unk": 0}), "src_special.unk 0"
+    yield "sha256", edit(weights_sha256="x" * 64), "is not a sha256"
+    yield "weights name", edit(weights="../weights.bin"), \
+        "the name its sha256 gives"
+    yield "byte count", edit(weights_bytes=manifest["weights_bytes"] - 3), \
+        "not a whole number of float32s"
+    if manifest["attention"] != "additive":
+        yield "heads do not divide", edit(num_heads=3), \
+            "num_heads 3 does not divide num_hiddens 8"
+        yield "other heads", edit(num_heads=4), \
+            f"num_heads 4, where the section's model has {heads}"
+    else:
+        yield "additive heads", edit(num_heads=2), "has one head"
+    yield "checkpoint", edit(checkpoint="seq2seq-additive-x"), \
+        "it holds checkpoint \"seq2seq-additive-x\", not " \
+        f"{manifest['checkpoint']}"
+
+
+@pytest.mark.parametrize("attention", ["additive", "multihead",
+                                       "transformer"])
+def test_live_js_says_what_is_wrong_with_a_manifest(toy, tmp_path,
+                                                    attention):
+    """Point 7: every edit of a valid manifest, and NaN, infinite or
+    missing weights, get a sentence naming what is wrong."""
+    if attention == "transformer":
+        run, recipe = tiny_run(toy, "transformer", 2), tiny_transformer(2)
+    else:
+        att = None if attention == "additive" else MultiHeadAttention(8, 2)
+        run = tiny_run(toy, att, 2)
+        recipe = CHAPTER_RECIPE.replace(attention=attention, num_heads=2,
+                                        num_layers=2)
+    folder = export_model(recipe, run, tmp_path)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    heads = manifest["num_heads"]
+    expected = {"checkpoint": manifest["checkpoint"],
+                "attention": attention, "num_heads": heads,
+                "fingerprint": manifest["fingerprint"]}
+    cases = {"valid": {"manifest": manifest, "expected": expected},
+             "valid, no weights yet": {"manifest": manifest,
+                                       "buffer": "none"},
+             "all NaN": {"manifest": manifest, "buffer": "nan"},
+             "one infinity": {"manifest": manifest, "buffer": "one inf",
+                              "at": manifest["weights_bytes"] // 4 - 1},
+             "short file": {"manifest": manifest, "buffer": "short"},
+             "other checkpoint": {"manifest": manifest, "expected": {
+                 **expected, "checkpoint": "seq2seq-x"}},
+             "other recipe": {"manifest": manifest, "expected": {
+                 **expected, "fingerprint": {"recipe": "y"}}},
+             "other attention": {"manifest": manifest, "expected": {
+                 **expected, "attention": "none"}}}
+    words = {"all NaN": "numbers that are not finite",
+             "one infinity": "decoder.dense.bias holds 1 numbers that are "
+             "not finite",
+             "short file": f"has {manifest['weights_bytes'] - 4} bytes",
+             "other checkpoint": "not seq2seq-x",
+             "other recipe": "where the section trained y",
+             "other attention": "where the section's model has \"none\""}
+    for name, edited, said in corrupted_manifests(manifest, heads):
+        cases[name] = {"manifest": edited, "expected": expected}
+        words[name] = said
+    got = run_node(tmp_path, NODE_PROBLEMS, {
+        "weights": str(folder / manifest["weights"]), "cases": cases})
+    assert got.pop("valid") == [] and got.pop("valid, no weights yet") == []
+    for name, problems in got.items():
+        assert problems, f"{name}: the page would load it"
+        assert any(words[name] in p for p in problems), (name, problems)
+        for p in problems:
+            assert not re.search(r"undefined|NaN,|\[object", p), (name, p)
+
+
+NODE_LOAD = r"""
+const fs = require("fs");
+const live = require(process.argv[2]);
+const job = JSON.parse(fs.readFileSync(0, "utf8"));
+// The model's folder as a server would serve it (fetch in Node 18+).
+globalThis.fetch = async (url) => {
+  const path = job.folder + "/" + url.split("/").pop();
+  if (!fs.existsSync(path)) return new Response("", {status: 404});
+  const body = fs.readFileSync(path);
+  return new Response(body, {headers: {"Content-Length": body.length}});
+};
+(async () => {
+  const out = [];
+  for (const step of job.steps) {
+    if (step.write) fs.writeFileSync(job.folder + "/" + step.write,
+                                     Buffer.from(step.bytes, "base64"));
+    if (step.noCrypto) Object.defineProperty(globalThis, "crypto",
+                                             {value: undefined});
+    try {
+      const m = await live.loadModel("models/", job.checkpoint, null,
+                                     step.expected);
+      out.push({verified: m.verified,
+                tokens: live.translate(m, "go .").outTokens});
+    } catch (err) {
+      out.push({error: err.message});
+    }
+  }
+  console.log(JSON.stringify(out));
+})();
+"""
+
+
+def test_live_js_loads_only_the_weights_its_manifest_describes(toy,
+                                                               tmp_path):
+    """Point 7: same-size corrupted bytes fail on their sha256; NaN
+    weights with a matching sha256 fail on their values; without
+    crypto.subtle the model loads with verified = false."""
+    run = tiny_run(toy, MultiHeadAttention(8, 2))
+    recipe = CHAPTER_RECIPE.replace(attention="multihead", num_heads=2)
+    folder = export_model(recipe, run, tmp_path / "models")
+    manifest = json.loads((folder / "manifest.json").read_text())
+    good = (folder / manifest["weights"]).read_bytes()
+    flipped = bytearray(good)
+    flipped[100] ^= 0x40  # same size, one bit
+    nan = np.full(len(good) // 4, np.nan, dtype="<f4").tobytes()
+    b64 = lambda b: base64.b64encode(b).decode()  # noqa: E731
+    nan_manifest = {**manifest, "weights_sha256": sha256(nan),
+                    "weights": f"weights-{sha256(nan)[:16]}.bin"}
+    steps = [
+        {},
+        {"expected": {"num_heads": 4}},
+        {"write": manifest["weights"], "bytes": b64(bytes(flipped))},
+        {"write": manifest["weights"], "bytes": b64(good)},
+        {"write": nan_manifest["weights"], "bytes": b64(nan)},
+        {"write": "manifest.json", "bytes": b64(json.dumps(
+            nan_manifest).encode())},
+        {"write": "manifest.json", "bytes": b64(json.dumps(
+            manifest).encode()), "noCrypto": True},
+        {"write": manifest["weights"], "bytes": b64(bytes(flipped))},
+    ]
+    got = run_node(tmp_path, NODE_LOAD, {
+        "folder": str(folder), "checkpoint": manifest["checkpoint"],
+        "steps": steps})
+    want = translate(run.model, run.data, ["go ."])[0].out_tokens
+    assert got[0] == {"verified": True, "tokens": want}
+    assert "num_heads 2, where the section's model has 4" in got[1]["error"]
+    assert "not the file its manifest describes (another sha256)" in \
+        got[2]["error"]
+    assert got[3] == got[0]
+    assert got[5]["error"].startswith("the model's files are not valid: ")
+    assert "numbers that are not finite" in got[5]["error"]
+    assert got[6] == {"verified": False, "tokens": want}
+    # Without a hash, the same-size corruption is not caught: the page
+    # says that it could not verify the weights (see test_site_live.py).
+    assert got[7]["verified"] is False
+
+
+def test_live_js_reads_the_manifest_format_live_py_writes():
+    from d2lmini.live import MANIFEST_FORMAT
+    found = re.findall(r"const MANIFEST_FORMAT = (\d+);",
+                       LIVE_JS.read_text())
+    assert found == [str(MANIFEST_FORMAT)]
+
+
+def test_export_model_replaces_weights_and_manifest_as_one(
+        toy, tmp_path, monkeypatch):
+    """Point 8: a crash while writing the manifest leaves the old pair,
+    whose manifest describes the weights beside it; a finished export
+    leaves the new pair only."""
+    import d2lmini.live as live
+
+    run = tiny_run(toy, None)
+    recipe = CHAPTER_RECIPE
+    folder = export_model(recipe, run, tmp_path)
+    old = json.loads((folder / "manifest.json").read_text())
+
+    def pair_holds():
+        manifest = json.loads((folder / "manifest.json").read_text())
+        weights = (folder / manifest["weights"]).read_bytes()
+        assert sha256(weights) == manifest["weights_sha256"]
+        return manifest
+
+    real = live.atomic_write
+
+    @contextlib.contextmanager
+    def crash_on_manifest(path, *args, **kwargs):
+        if Path(path).name == "manifest.json":
+            raise KeyboardInterrupt("killed")
+        with real(path, *args, **kwargs) as f:
+            yield f
+
+    other = perturbed(run)
+    monkeypatch.setattr(live, "atomic_write", crash_on_manifest)
+    with pytest.raises(KeyboardInterrupt):
+        export_model(recipe, other, tmp_path)
+    assert pair_holds() == old
+    monkeypatch.setattr(live, "atomic_write", real)
+    new = export_model(recipe, other, tmp_path)
+    manifest = pair_holds()
+    assert manifest["weights_sha256"] == sha256(weights_bytes(other.model))
+    assert manifest["weights"] == \
+        f"weights-{manifest['weights_sha256'][:16]}.bin"
+    assert sorted(p.name for p in new.iterdir()) == sorted(
+        ["manifest.json", manifest["weights"]])
+
+
+def test_export_models_refuses_one_checkpoint_with_two_models(
+        tmp_path, monkeypatch):
+    """Point 8: two notebooks whose translators name one checkpoint with
+    other fingerprints (or weights) fail; the same model twice is one."""
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    script = load_script("export_models")
+    fp = {"recipe": "r", "code": "c", "torch": "t", "data": "d"}
+    spec = {"checkpoint": "seq2seq-additive-r", "fingerprint": fp,
+            "weights_sha256": "a" * 64}
+    found = {"a.ipynb": [spec], "b.ipynb": [dict(spec)]}
+    exported = []
+    monkeypatch.setattr(script, "toc_notebooks", lambda: list(found))
+    monkeypatch.setattr(script, "translators",
+                        lambda path: found[Path(path).name])
+    monkeypatch.setattr(script, "export",
+                        lambda s, dest: exported.append(s) or "ok")
+    assert script.main(["--dest", str(tmp_path)]) == 0
+    assert exported == [spec]
+    for other in ({"fingerprint": {**fp, "code": "x"}},
+                  {"weights_sha256": "b" * 64}):
+        found["b.ipynb"] = [{**spec, **other}]
+        with pytest.raises(SystemExit, match=r"seq2seq-additive-r: a\.ipynb"
+                           r" and b\.ipynb evaluated models with another "
+                           + next(iter(other))):
+            script.main(["--dest", str(tmp_path)])
+    assert len(exported) == 1
+
+
+def test_live_html_payload_holds_no_angle_bracket():
+    """Point 9: no "<" between the JSON script's tags, whatever the data
+    (test_site_live.py parses such a page in Chromium)."""
+    hostile = {"text": "<!--<script>", "end": "</script><p>", "amp": "&"}
+    live = LiveHTML("masked-softmax", hostile, "note")
+    body = re.search(r'<script type="application/json">(.*?)</script>',
+                     live.html, re.S).group(1)
+    assert "<" not in body and ">" not in body and "&" not in body
+    assert json.loads(body) == hostile
+    assert payloads(live.html, "masked-softmax") == [hostile]
+
+
+@pytest.mark.parametrize("make, words", [
+    (lambda: masked_softmax_explorer(num_queries=33),
+     "num_queries (L) is at most 32 (the page draws every one), got 33"),
+    (lambda: masked_softmax_explorer(num_keys=65),
+     "num_keys (S) is at most 64 (the page draws every one), got 65"),
+    (lambda: masked_softmax_explorer(torch.zeros(40, 8)),
+     "the queries of scores (L) is at most 32"),
+    (lambda: scaling_explorer(num_queries=4096, num_keys=16),
+     "num_queries * num_keys (scores per size) is at most 16384 (the page "
+     "draws every one), got 65536"),
+    (lambda: scaling_explorer(dims=(1, 2048), d=1),
+     "the largest size d is at most 1024"),
+    (lambda: scaling_explorer(dims=tuple(range(1, 18)), d=1),
+     "len(dims)) is at most 16"),
+    (lambda: kernel_regression_explorer(*[torch.zeros(1001)] * 2,
+                                        torch.zeros(5), torch.zeros(5)),
+     "training pairs (S) is at most 1000 (the page draws every one), "
+     "got 1001"),
+    (lambda: kernel_regression_explorer(*[torch.zeros(5)] * 2,
+                                        *[torch.zeros(2000)] * 2),
+     "queries (L) is at most 1000"),
+    (lambda: positional_encoding_explorer(512, max_len=2000),
+     "= 1024000 is more than 32768"),
+])
+def test_explorer_sizes_are_bounded(make, words):
+    """Point 10: the limit and what was asked, in a ValueError."""
+    with pytest.raises(ValueError, match=re.escape(words)):
+        make()
+
+
+def test_translator_size_is_bounded(toy):
+    run = tiny_run(toy, None)
+    with pytest.raises(ValueError, match=re.escape(
+            "the number of examples is at most 12 (the page draws every "
+            "one), got 13")):
+        translator(CHAPTER_RECIPE, run, "go .", ["go ."] * 13)
+    with pytest.raises(ValueError, match="is at most 200 .*got 201"):
+        translator(CHAPTER_RECIPE, run, "a" * 201)
+
+
+def test_live_js_spreads_no_array_into_math_min_or_max():
+    """Point 10: Math.min(...xs) throws "Maximum call stack size
+    exceeded" for large arrays (test_site_live.py draws one)."""
+    js = LIVE_JS.read_text()
+    code = re.sub(r"/\*.*?\*/|//[^\n]*", "", js, flags=re.S)
+    spread = []
+    for m in re.finditer(r"Math\.(min|max)\(", code):
+        depth, i = 1, m.end()
+        while depth:
+            depth += {"(": 1, ")": -1}.get(code[i], 0)
+            i += 1
+        if "..." in code[m.end():i]:
+            spread.append(code[m.start():i])
+    assert not spread, spread

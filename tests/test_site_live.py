@@ -500,7 +500,8 @@ def test_translator_answers_bad_input_visibly(open_page, runs):
 
 
 def test_translator_says_when_the_model_fails_to_load(open_page):
-    page = open_page("chapters/multihead-attention", block=r"weights\.bin$")
+    page = open_page("chapters/multihead-attention",
+                     block=r"weights[^/]*\.bin$")
     root = open_translator(page)
     assert root.get_attribute("data-state") == "error"
     status = root.locator(".d2l-status")
@@ -508,7 +509,7 @@ def test_translator_says_when_the_model_fails_to_load(open_page):
         status.inner_text()
     assert status.get_attribute("role") == "alert"
     # Only the blocked request's own console message, no script error.
-    assert all("Failed to load resource" in e or "weights.bin" in e
+    assert all("Failed to load resource" in e or ".bin" in e
                for e in page.errors), page.errors
 
 
@@ -617,9 +618,10 @@ def other_site(tmp_path_factory, runs):
     """A copy of the site as a machine that trained other weights builds
     it: OTHER_DOC's checkpoint holds the cached model with seeded noise
     added to every weight, exported again (its own sha256 and held-out
-    BLEU); TAMPERED_DOC's manifest names a sha256 its weights do not
-    have.  The rest of the site is linked, not copied.  Yields the
-    server and the run of the other weights."""
+    BLEU); TAMPERED_DOC's weights file has one bit flipped (the same
+    size, another sha256 than its manifest's).  The rest of the site is
+    linked, not copied.  Yields the server and the run of the other
+    weights."""
     spec, recipe, run = runs[OTHER_DOC]
     html = tmp_path_factory.mktemp("other-site") / "html"
     shutil.copytree(HTML, html, copy_function=os.symlink)
@@ -632,11 +634,13 @@ def other_site(tmp_path_factory, runs):
             p.add_(0.02 * p.std() * torch.randn(p.shape, generator=gen))
     other = run._replace(model=model.eval())
     export_model(recipe, other, models, evaluated=spec)
-    tampered = models / runs[TAMPERED_DOC][0]["checkpoint"] / \
-        "manifest.json"
-    manifest = json.loads(tampered.read_text())
-    tampered.unlink()  # a link into the real site: write a file instead
-    tampered.write_text(json.dumps({**manifest, "weights_sha256": "0" * 64}))
+    tampered = models / runs[TAMPERED_DOC][0]["checkpoint"]
+    manifest = json.loads((tampered / "manifest.json").read_text())
+    weights = tampered / manifest["weights"]
+    flipped = bytearray(weights.read_bytes())
+    flipped[100] ^= 0x40  # one bit: the same size, another sha256
+    weights.unlink()  # a link into the real site: write a file instead
+    weights.write_bytes(bytes(flipped))
     with serving(html) as httpd:
         yield httpd, html, other
 
@@ -802,3 +806,219 @@ def test_icons_are_drawn_by_the_web_font_without_its_script(open_page):
     icons = page.page.evaluate(ICONS_JS)
     assert icons["count"] > 0 and icons["font"], icons
     assert icons["drawn"] == icons["count"], icons
+
+
+# ---- what the page loads (issue 17, points 7, 9, 10, 11) -----------------
+# Small pages of their own, from the package's live.js: they need no
+# built site (a browser of their own when there is none).
+
+@pytest.fixture(scope="module")
+def any_browser(request):
+    if (HTML / f"{PAGES[0]}.html").is_file():
+        yield request.getfixturevalue("browser")
+        return
+    from playwright.sync_api import sync_playwright
+    from test_book_html import CHROMIUM_FLAGS
+    chromium = shutil.which("chromium") or "/usr/bin/chromium"
+    playwright = sync_playwright().start()
+    launched = playwright.chromium.launch(executable_path=chromium,
+                                          args=CHROMIUM_FLAGS)
+    yield launched
+    launched.close()
+    playwright.stop()
+
+
+def small_page(any_browser, html=None, url=None, init_script=None):
+    """A page of ``html`` (set as its content) or at ``url``, with the
+    network cut off; returns (page, context, errors)."""
+    context = any_browser.new_context()
+    if init_script:
+        context.add_init_script(init_script)
+    page = context.new_page()
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("console", lambda m: errors.append(m.text)
+            if m.type == "error" else None)
+    page.route("**/*", lambda r: r.continue_() if urlsplit(
+        r.request.url).hostname == "127.0.0.1" else r.abort())
+    if url:
+        page.goto(url, wait_until="networkidle")
+    else:
+        page.set_content(html, wait_until="load")
+    return page, context, errors
+
+
+def document(*outputs):
+    body = "\n".join(o.html if hasattr(o, "html") else o for o in outputs)
+    return (f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>t'
+            f'</title></head><body>{body}<p id="after">the end</p>'
+            "</body></html>")
+
+
+def test_a_payload_cannot_end_the_page(any_browser):
+    """Point 9: "<!--<script>" in an explorer's data, parsed by Chromium's
+    HTML5 tokeniser: the explorer after it and the page's end are there."""
+    from d2lmini.live import LiveHTML, masked_softmax_explorer
+
+    hostile = LiveHTML("masked-softmax", {
+        **masked_softmax_explorer().data, "text": "<!--<script>",
+        "more": "</script><b>x</b>"}, "n")
+    page, context, errors = small_page(any_browser, document(
+        hostile, masked_softmax_explorer(seed=1)))
+    try:
+        assert page.locator("#after").count() == 1, "the page ended early"
+        roots = page.locator("[data-d2l-live]")
+        assert roots.count() == 2
+        for i in range(2):
+            assert roots.nth(i).get_attribute("data-d2l-mounted") == "1"
+            assert roots.nth(i).locator("svg.d2l-heatmap").count() == 1
+    finally:
+        context.close()
+    assert not errors, errors
+
+
+def test_a_broken_explorer_does_not_stop_the_others(any_browser):
+    """Point 11: bad JSON, an unknown kind and data that make the drawing
+    throw each show an error in their own box; the others start."""
+    from d2lmini.live import (
+        LiveHTML,
+        masked_softmax_explorer,
+        positional_encoding_explorer,
+    )
+
+    bad_json = LiveHTML("masked-softmax", {"a": 1}, "n").html.replace(
+        '{"a":1}', '{"a":')
+    outputs = [bad_json, masked_softmax_explorer(),
+               LiveHTML("no-such-kind", {}, "n"),
+               LiveHTML("scaling", {"dims": None}, "n"),
+               positional_encoding_explorer()]
+    page, context, errors = small_page(any_browser, document(*outputs))
+    try:
+        roots = page.locator("[data-d2l-live]")
+        states = [roots.nth(i).get_attribute("data-d2l-mounted")
+                  for i in range(roots.count())]
+        assert states == ["error", "1", "error", "error", "1"]
+        said = [roots.nth(i).locator(".d2l-error").inner_text()
+                for i in (0, 2, 3)]
+        assert said[0].startswith("This explorer could not start: its "
+                                  "data is not valid JSON")
+        assert 'no explorer of kind "no-such-kind"' in said[1]
+        assert said[2].startswith("This explorer could not start: ")
+        for i in (0, 2, 3):
+            error = roots.nth(i).locator(".d2l-error")
+            assert error.is_visible()
+            assert error.get_attribute("role") == "alert"
+        assert roots.nth(1).locator("svg.d2l-heatmap").count() == 1
+        assert roots.nth(4).locator("svg.d2l-heatmap").count() == 1
+    finally:
+        context.close()
+    assert not errors, errors
+
+
+def test_a_large_explorer_draws(any_browser):
+    """Point 10: 4096 x 16 scores (more than the Python side now allows,
+    written directly) draw without "Maximum call stack size exceeded"."""
+    from d2lmini.live import LiveHTML, _float32_b64, sample_scores
+
+    N, S, dims = 4096, 16, (1, 64)
+    live = LiveHTML("scaling", {
+        "dims": list(dims), "d": 64, "num_queries": N, "num_keys": S,
+        "scores": {str(d): _float32_b64(sample_scores(d, N, S))
+                   for d in dims}}, "n")
+    page, context, errors = small_page(any_browser, document(live))
+    try:
+        root = page.locator("[data-d2l-live]")
+        assert root.get_attribute("data-d2l-mounted") == "1", errors
+        assert root.locator("svg.d2l-histogram").count() == 2
+        numbers = json.loads(root.get_attribute("data-numbers"))
+        assert numbers["std_raw"] == pytest.approx(8, rel=0.05)
+    finally:
+        context.close()
+    assert not errors, errors
+
+
+@pytest.fixture(scope="module")
+def small_site(tmp_path_factory):
+    """A page with a translator of a tiny model (tests/test_live.py's
+    toy corpus), and its export, served on 127.0.0.1; plus the manifest's
+    path."""
+    from test_live import HELD_OUT, TOY_PAIRS, tiny_run, tiny_transformer
+
+    from d2lmini.data import MTFraEng
+    from d2lmini.live import translator
+
+    data = MTFraEng(2, num_steps=6, num_train=8, num_val=0, num_test=1,
+                    pairs=TOY_PAIRS + [HELD_OUT], min_freq=1)
+    run, recipe = tiny_run(({}, data), "transformer"), tiny_transformer()
+    folder = tmp_path_factory.mktemp("small-site")
+    model = export_model(recipe, run, folder / "models")
+    (folder / "index.html").write_text(document(
+        translator(recipe, run, "go .", base="models/")), encoding="utf-8")
+    with serving(folder) as httpd:
+        yield httpd, model / "manifest.json"
+
+
+def open_small_translator(any_browser, small_site, init_script=None):
+    httpd, _ = small_site
+    page, context, errors = small_page(
+        any_browser, url=f"http://127.0.0.1:{httpd.server_address[1]}/",
+        init_script=init_script)
+    root = page.locator('[data-d2l-live="translator"]')
+    root.locator("summary").click()
+    page.wait_for_function(
+        """() => ['ready', 'error'].includes(document.querySelector(
+             '[data-d2l-live="translator"]').dataset.state)""",
+        timeout=30_000)
+    return page, context, errors, root
+
+
+NO_SUBTLE = """Object.defineProperty(Crypto.prototype, "subtle",
+                                     {get: () => undefined});"""
+
+
+def test_translator_checks_its_model_or_says_it_could_not(any_browser,
+                                                          small_site):
+    """Point 7: the weights load verified (127.0.0.1 is a secure
+    context); without crypto.subtle (plain http from another host) they
+    load and the box says they could not be verified; an invalid
+    manifest gets a visible message that says what is wrong."""
+    _, manifest_path = small_site
+    page, context, errors, root = open_small_translator(any_browser,
+                                                        small_site)
+    try:
+        assert root.get_attribute("data-state") == "ready", errors
+        assert root.get_attribute("data-verified") == "yes"
+        assert not root.locator(".d2l-unverified").is_visible()
+    finally:
+        context.close()
+    page, context, errors, root = open_small_translator(
+        any_browser, small_site, NO_SUBTLE)
+    try:
+        assert root.get_attribute("data-state") == "ready", errors
+        assert root.get_attribute("data-verified") == "no"
+        note = root.locator(".d2l-unverified")
+        assert note.is_visible() and note.inner_text().startswith(
+            "This browser could not check that these are the weights the "
+            "manifest describes")
+    finally:
+        context.close()
+    assert not errors, errors
+    good = manifest_path.read_text()
+    manifest = json.loads(good)
+    bias = "decoder.blks.0.cross_attention.W_q.bias"
+    del manifest["tensors"][bias]
+    manifest["num_heads"] = 4
+    manifest_path.write_text(json.dumps(manifest))
+    try:
+        page, context, errors, root = open_small_translator(any_browser,
+                                                            small_site)
+        assert root.get_attribute("data-state") == "error"
+        status = root.locator(".d2l-status")
+        text = status.inner_text()
+        assert status.is_visible() and "could not be loaded (the model's " \
+            "files are not valid: " in text
+        assert "num_heads 4, where the section's model has 2" in text
+        assert f"tensor {bias} is missing" in text
+        context.close()
+    finally:
+        manifest_path.write_text(good)
