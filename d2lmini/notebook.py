@@ -22,8 +22,8 @@ from IPython.display import Markdown
 from d2lmini import plot
 from d2lmini.utils import set_seed
 
-__all__ = ["against_seeds", "interval_words", "machine", "read_result",
-           "setup", "show_source"]
+__all__ = ["against_seeds", "interval_words", "listed", "machine",
+           "read_result", "setup", "show_source"]
 
 RESULTS = Path(__file__).resolve().parent.parent / "benchmarks" / "results"
 
@@ -164,3 +164,12 @@ def interval_words(low, high):
     if low > 0:
         return "lies above zero"
     return "lies below zero" if high < 0 else "includes zero"
+
+
+def listed(items, last="and"):
+    """Items joined for prose: ``['3', '4', '8']`` -> ``'3, 4 and 8'``;
+    one item alone; ``''`` for none.  Items are turned into strings."""
+    items = [str(item) for item in items]
+    if len(items) < 2:
+        return "".join(items)
+    return ", ".join(items[:-1]) + f" {last} " + items[-1]

@@ -16,6 +16,7 @@ from d2lmini.attention import (
 from d2lmini.notebook import (
     against_seeds,
     interval_words,
+    listed,
     read_result,
     setup,
     show_source,
@@ -143,3 +144,9 @@ def test_interval_words_say_where_zero_is():
     assert interval_words(-1, 1) == interval_words(0, 1) == "includes zero"
     with pytest.raises(ValueError, match="low <= high"):
         interval_words(2, 1)
+
+
+def test_listed_joins_items_for_prose():
+    assert listed(["3", "4", "8"]) == "3, 4 and 8"
+    assert listed([3, 4], last="or") == "3 or 4"
+    assert listed(iter(["one"])) == "one" and listed([]) == ""
