@@ -12,21 +12,24 @@ warning saying what changed, when any part differs.
 """
 
 import ast
+import contextlib
 import dataclasses
 import hashlib
 import json
 import pickle
+import random
 import warnings
 from pathlib import Path
 from typing import NamedTuple
 
+import numpy as np
 import torch
 
-from . import corpus
+from . import SOURCES, corpus
 from .data import MTFraEng
 from .experiment import build_data, build_model, train
 from .seq2seq import Seq2Seq
-from .trainer import History
+from .trainer import History, Trainer
 from .utils import atomic_write
 
 __all__ = ["Run", "checkpoint_path", "code_fingerprint", "data_fingerprint",
@@ -34,8 +37,10 @@ __all__ = ["Run", "checkpoint_path", "code_fingerprint", "data_fingerprint",
            "train_or_load"]
 
 # The module whose functions train and score a recipe: the fingerprint
-# covers it and every d2lmini module it imports, directly or not.
-_TRAINING_ROOT = "experiment"
+# covers it and every d2lmini module it imports, directly or not
+# (``experiment`` and what it imports, and this module itself, which
+# builds the data and calls ``train``).
+_TRAINING_ROOT = "cache"
 
 
 _SAFE_LEAVES = (bool, int, float, complex, str, bytes, type(None),
@@ -109,41 +114,113 @@ def load_checkpoint(model, path):
     return extra
 
 
-def _imported_modules(name, package_dir):
+def _package_names(init_source):
+    """name -> module of the names ``d2lmini/__init__.py`` offers lazily
+    (its ``_NAMES`` table), read with ``ast``."""
+    for node in ast.parse(init_source).body:
+        if isinstance(node, ast.Assign) and any(
+                getattr(t, "id", None) == "_NAMES" for t in node.targets):
+            table = ast.literal_eval(node.value)
+            return {name: module for module, names in table.items()
+                    for name in names}
+    return {}
+
+
+def _d2lmini_imports(tree, is_module, package_names):
+    """The d2lmini modules that the parsed module ``tree`` imports:
+    ``from .x import``, ``from . import x``, ``from d2lmini import x``
+    (a module, or a name that ``d2lmini`` loads from one),
+    ``from d2lmini.x import`` and ``import d2lmini.x``."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [a.name.split(".")[1] for a in node.names
+                      if a.name.startswith("d2lmini.")]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level == 1 or node.module == "d2lmini" or (
+                    node.module or "").startswith("d2lmini."):
+                where = node.module or ""
+                if node.level == 0:
+                    where = where.removeprefix("d2lmini").lstrip(".")
+                if where:
+                    found.append(where.split(".")[0])
+                else:  # names of the package itself
+                    found += [a.name if is_module(a.name)
+                              else package_names.get(a.name, "")
+                              for a in node.names]
+    return [m for m in found if m and is_module(m)]
+
+
+def _imported_modules(name, package_dir, source=None):
     """``name`` and the d2lmini modules it imports, transitively (read
-    from the source with ``ast``, so nothing is imported)."""
+    from the source with ``ast``, so nothing is imported).
+
+    ``source(module)`` gives a module's source; by default its file in
+    ``package_dir`` is read.
+    """
+    if source is None:
+        def source(module):
+            return (package_dir / f"{module}.py").read_bytes()
+
+    def is_module(module):
+        return (package_dir / f"{module}.py").is_file()
+
+    init = package_dir / "__init__.py"
+    package_names = _package_names(init.read_bytes()) if init.is_file() \
+        else {}
     seen, todo = set(), [name]
     while todo:
         module = todo.pop()
         if module in seen:
             continue
         seen.add(module)
-        tree = ast.parse((package_dir / f"{module}.py").read_text())
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and node.level == 1:
-                names = [node.module] if node.module else \
-                    [a.name for a in node.names]
-                todo += [n.split(".")[0] for n in names
-                         if (package_dir / f"{n.split('.')[0]}.py").is_file()]
-            elif isinstance(node, (ast.Import, ast.ImportFrom)):
-                full = [node.module] if isinstance(node, ast.ImportFrom) \
-                    else [a.name for a in node.names]
-                todo += [n.split(".")[1] for n in full
-                         if n and n.startswith("d2lmini.")]
+        todo += _d2lmini_imports(ast.parse(source(module)), is_module,
+                                 package_names)
     return seen
+
+
+def _source_that_ran(module):
+    """The bytes ``d2lmini.<module>`` was compiled from in this process
+    (d2lmini keeps them), or its file if it is not imported."""
+    kept = SOURCES.get(f"{__package__}.{module}")
+    if kept is not None:
+        return kept
+    return (Path(__file__).parent / f"{module}.py").read_bytes()
+
+
+def _code_digest(source):
+    package_dir = Path(__file__).parent
+    digest = hashlib.sha256()
+    for module in sorted(_imported_modules(_TRAINING_ROOT, package_dir,
+                                           source)):
+        digest.update(f"{module}.py".encode() + b"\0" + source(module))
+    return digest.hexdigest()
 
 
 def code_fingerprint():
     """sha256 of the source of every ``d2lmini`` module that trains or
-    scores a recipe: ``experiment`` and what it imports, transitively.
-    Editing any other module (the explorers, the plots, layers that the
-    recipes do not use) keeps the cached models."""
+    scores a recipe (``cache``, ``experiment`` and what they import,
+    transitively), as it was when this process imported it: the code
+    that runs, even if a file was edited since.  Editing any other
+    module (the explorers, the plots, layers that the recipes do not
+    use) keeps the cached models."""
+    return _code_digest(_source_that_ran)
+
+
+def _edited_since_import():
+    """The training modules whose file differs from the code running."""
     package_dir = Path(__file__).parent
-    digest = hashlib.sha256()
-    for module in sorted(_imported_modules(_TRAINING_ROOT, package_dir)):
-        path = package_dir / f"{module}.py"
-        digest.update(path.name.encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()
+    return sorted(
+        module for module in _imported_modules(
+            _TRAINING_ROOT, package_dir, _source_that_ran)
+        if (package_dir / f"{module}.py").read_bytes()
+        != _source_that_ran(module))
+
+
+def training_device():
+    """The kind of device ``train`` uses here: ``'cuda'``, ``'mps'`` or
+    ``'cpu'`` (``Trainer(device='auto')``'s choice)."""
+    return Trainer._pick_device("auto").type
 
 
 def data_fingerprint(data):
@@ -157,10 +234,18 @@ def data_fingerprint(data):
 
 def fingerprint(recipe, data):
     """Everything that can change the recipe's trained model or its
-    scores, as a dict of strings (stored in each checkpoint)."""
+    scores, as a dict of strings (stored in each checkpoint).
+
+    ``device`` is the kind of device that trains here: a model trained
+    on CUDA or MPS has other weights than the CPU would train (floats
+    are summed in another order), so a checkpoint brought from a
+    machine with another device is retrained, like one from another
+    torch version.  (Two CPUs can differ as well; the cache lives on
+    one machine, so that is not recorded.)
+    """
     return {"recipe": recipe.key(), "code": code_fingerprint(),
             "torch": str(torch.__version__),
-            "data": data_fingerprint(data)}
+            "data": data_fingerprint(data), "device": training_device()}
 
 
 class Run(NamedTuple):
@@ -196,7 +281,8 @@ def _stale(saved, current):
     changed = [name for name in current if saved.get(name) != current[name]]
     what = {"recipe": "the recipe", "code": "d2lmini's code",
             "torch": f"the torch version (now {current['torch']})",
-            "data": "the data (vocabulary or split)"}
+            "data": "the data (vocabulary or split)",
+            "device": f"the device (now {current.get('device')})"}
     if changed:
         return " and ".join(what[n] for n in changed) + \
             " changed since it was trained"
@@ -217,6 +303,21 @@ def _load(recipe, data, path, expected):
     return model, history, extra["generator_state"]
 
 
+@contextlib.contextmanager
+def _global_generators_kept():
+    """Put Python's, NumPy's and torch's global generators (and every
+    CUDA device's) back as they were when the block began."""
+    python, numpy = random.getstate(), np.random.get_state()
+    with torch.random.fork_rng(
+            devices=range(torch.cuda.device_count())
+            if torch.cuda.is_available() else []):
+        try:
+            yield
+        finally:
+            random.setstate(python)
+            np.random.set_state(numpy)
+
+
 def train_or_load(recipe, cache_dir=None, progress=True):
     """Load the recipe's trained model from the cache, else train it.
 
@@ -227,11 +328,29 @@ def train_or_load(recipe, cache_dir=None, progress=True):
     current one, is replaced by a fresh training run (with a warning
     that says why).  Either way the returned data's generator is in the
     state training left it in, so what comes next (another model's
-    batch order) does not depend on whether the cache was hit.
+    batch order) does not depend on whether the cache was hit; and the
+    global generators (Python's, NumPy's, torch's) are left as they
+    were before the call, trained or loaded.
+
+    The model is trained and cached under the code running in this
+    process; if a training module was edited since it was imported, a
+    warning says so (restart the kernel to train the edited code).
 
     Returns:
         ``Run(model, data, history, trained)``.
     """
+    edited = _edited_since_import()
+    if edited:
+        warnings.warn(
+            f"d2lmini's {', '.join(f'{m}.py' for m in edited)} changed "
+            "since this process imported it: the model is trained and "
+            "cached for the code that runs, the old one; restart the "
+            "kernel (or Python) to use the edited code", stacklevel=2)
+    with _global_generators_kept():
+        return _train_or_load(recipe, cache_dir, progress)
+
+
+def _train_or_load(recipe, cache_dir, progress):
     path = checkpoint_path(recipe, cache_dir)
     data = build_data(recipe)
     expected = fingerprint(recipe, data)
@@ -241,7 +360,7 @@ def train_or_load(recipe, cache_dir=None, progress=True):
             data.generator.set_state(state)
         except (ValueError, RuntimeError, KeyError, TypeError,
                 EOFError) as err:
-            warnings.warn(f"retraining {path.name}: {err}", stacklevel=2)
+            warnings.warn(f"retraining {path.name}: {err}", stacklevel=3)
         else:
             return Run(model.eval(), data, history, False)
     model, data, history = train(recipe, data, progress)

@@ -24,6 +24,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import numbers
 import os
 import time
 import warnings
@@ -40,6 +41,8 @@ __all__ = ["BOOK_RECIPE", "CHAPTER_RECIPE", "ATTENTIONS", "EvalResult",
            "build_data", "build_model", "evaluate", "seed_offset", "train"]
 
 ATTENTIONS = ("additive", "multihead", "none", "transformer")
+# The recipe's fields that hold a number of any kind, stored as floats.
+_FLOAT_FIELDS = ("dropout", "lr", "gradient_clip_val", "max_time")
 # Bump when the checkpoint's layout changes.
 CACHE_FORMAT = 2
 # Train every recipe as another machine would (see seed_offset).
@@ -117,6 +120,15 @@ class Recipe:
     seed: int = 0
 
     def __post_init__(self):
+        for name in _FLOAT_FIELDS:  # 0 and 0.0 are one recipe, one key
+            value = getattr(self, name)
+            if value is None and name == "max_time":
+                continue
+            if isinstance(value, bool) or not isinstance(
+                    value, numbers.Real):
+                raise TypeError(f"{name} must be a number, got "
+                                f"{value!r} ({type(value).__name__})")
+            object.__setattr__(self, name, float(value))
         for name, low, none_ok in (
                 ("batch_size", 1, False), ("num_steps", 1, False),
                 ("num_train", 1, True), ("num_val", 0, False),

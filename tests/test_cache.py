@@ -4,10 +4,17 @@ The cache tests use test_experiment.py's synthetic corpus (its autouse
 fixture is imported here) and tiny recipe.
 """
 
+import json
 import os
+import random
 import re
+import shutil
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from test_experiment import TINY, synthetic_corpus  # noqa: F401
@@ -108,7 +115,7 @@ def test_train_or_load_retrains_when_the_code_changes(tmp_path,
 
 @pytest.mark.parametrize("part, words", [
     ("torch", "the torch version"), ("data", "the data"),
-    ("recipe", "the recipe")])
+    ("recipe", "the recipe"), ("device", "the device (now cpu)")])
 def test_train_or_load_retrains_on_any_stale_part(tmp_path, part, words):
     run = cache.train_or_load(TINY, tmp_path, progress=False)
     path = cache.checkpoint_path(TINY, tmp_path)
@@ -139,7 +146,7 @@ def test_train_or_load_retrains_an_old_or_damaged_file(tmp_path):
 def test_the_data_dependence_is_in_the_fingerprint():
     d = experiment.build_data(TINY)
     fp = cache.fingerprint(TINY, d)
-    assert set(fp) == {"recipe", "code", "torch", "data"}
+    assert set(fp) == {"recipe", "code", "torch", "data", "device"}
     assert fp == cache.fingerprint(TINY, experiment.build_data(TINY))
     other = experiment.build_data(TINY.replace(seed=1))  # another split
     assert cache.data_fingerprint(other) != fp["data"]
@@ -176,13 +183,92 @@ def test_train_or_load_replaces_a_bad_file(tmp_path):
 
 def test_the_code_fingerprint_covers_what_training_imports(tmp_path):
     package = Path(cache.__file__).parent
-    used = cache._imported_modules("experiment", package)
-    assert {"experiment", "attention", "attention_decoder", "seq2seq",
-            "data", "corpus", "splits", "trainer", "decoding", "metrics",
-            "transformer", "utils"} == used  # nothing that only shows
-    # or explores (plot, notebook, live, widgets, pooling)
-    for name, text in {"a": "from .b import x\nimport d2lmini.e\n",
-                       "b": "from . import c\nx = 1\n", "c": "",
-                       "d": "from .a import x\n", "e": ""}.items():
+    used = cache._imported_modules(cache._TRAINING_ROOT, package)
+    assert {"cache", "experiment", "attention", "attention_decoder",
+            "seq2seq", "data", "corpus", "splits", "trainer", "decoding",
+            "metrics", "transformer", "utils"} == used  # nothing that
+    # only shows or explores (plot, notebook, live, widgets, pooling)
+    (tmp_path / "__init__.py").write_text(
+        '_NAMES = {"f": ("lazy",), "g": ("unused",)}\n')
+    for name, text in {
+            "a": "from .b import x\nimport d2lmini.e\n",
+            "b": "from . import c\nfrom d2lmini import h, lazy\nx = 1\n",
+            "c": "from d2lmini.i import y\n", "d": "from .a import x\n",
+            "e": "", "f": "", "g": "", "h": "", "i": ""}.items():
         (tmp_path / f"{name}.py").write_text(text)
-    assert cache._imported_modules("a", tmp_path) == {"a", "b", "c", "e"}
+    assert cache._imported_modules("a", tmp_path) == {
+        "a", "b", "c", "e", "f", "h", "i"}
+
+
+def test_the_cache_module_itself_is_in_the_fingerprint():
+    # train_or_load builds the data and calls train: an edit there
+    # (say, train(recipe.replace(lr=2 * recipe.lr))) must retrain.
+    assert "cache" in cache._imported_modules(
+        cache._TRAINING_ROOT, Path(cache.__file__).parent)
+
+
+def test_d2lmini_keeps_the_source_each_module_was_compiled_from():
+    import d2lmini
+    from d2lmini import trainer
+    kept = d2lmini.SOURCES["d2lmini.trainer"]
+    assert kept == Path(trainer.__file__).read_bytes()
+    assert type(trainer.__spec__.loader).__name__ == "_KeepSource"
+
+
+EDIT_AFTER_IMPORT = textwrap.dedent("""
+    import json, sys, warnings
+    from pathlib import Path
+    import d2lmini.cache as cache
+    assert cache.__file__.startswith(sys.argv[1]), cache.__file__
+    before = cache.code_fingerprint()
+    path = Path(cache.__file__).with_name("trainer.py")
+    path.write_text(path.read_text() + "\\nEDITED = True\\n")
+    print(json.dumps({"same": cache.code_fingerprint() == before,
+                      "edited": cache._edited_since_import()}))
+    """)
+
+
+def test_the_fingerprint_is_of_the_code_that_ran_not_the_file(tmp_path):
+    # A copy of the package, imported by another Python, then edited.
+    shutil.copytree(Path(cache.__file__).parent, tmp_path / "d2lmini",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    script = tmp_path / "edit.py"
+    script.write_text(EDIT_AFTER_IMPORT)
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    done = subprocess.run([sys.executable, str(script), str(tmp_path)],
+                          capture_output=True, text=True, env=env,
+                          cwd=tmp_path, timeout=120)
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got == {"same": True, "edited": ["trainer"]}
+
+
+def test_train_or_load_says_when_the_code_was_edited_since_import(
+        tmp_path, monkeypatch):
+    import d2lmini
+    monkeypatch.setitem(d2lmini.SOURCES, "d2lmini.trainer",
+                        b"# the trainer this process compiled\n")
+    assert cache._edited_since_import() == ["trainer"]
+    with pytest.warns(UserWarning, match=r"trainer\.py changed since"):
+        cache.train_or_load(TINY, tmp_path, progress=False)
+
+
+def _draws():
+    return (random.random(), np.random.rand(), torch.rand(3).tolist())
+
+
+def test_train_or_load_leaves_the_global_generators_as_it_found_them(
+        tmp_path):
+    draws = []
+    for _ in range(2):  # a fresh run, then a cache hit
+        torch.manual_seed(5), random.seed(5), np.random.seed(5)
+        cache.train_or_load(TINY, tmp_path, progress=False)
+        draws.append(_draws())
+    torch.manual_seed(5), random.seed(5), np.random.seed(5)
+    assert draws[0] == draws[1] == _draws()
+
+
+def test_the_fingerprint_records_the_device_that_trains():
+    fp = cache.fingerprint(TINY, experiment.build_data(TINY))
+    assert fp["device"] == cache.training_device() == (
+        experiment._trainer(TINY, False).device.type)

@@ -307,3 +307,18 @@ def test_evaluate_rejects_bad_splits():
         experiment.evaluate(model, d, "test")
     with pytest.raises(ValueError, match="split must be"):
         experiment.evaluate(model, d, "dev")
+
+
+@pytest.mark.parametrize("field, a, b", [
+    ("dropout", 0, 0.0), ("max_time", 60, 60.0), ("lr", 1, 1.0),
+    ("gradient_clip_val", 1, 1.0)])
+def test_a_number_spelt_two_ways_is_one_recipe(field, a, b):
+    one, two = TINY.replace(**{field: a}), TINY.replace(**{field: b})
+    assert one == two and one.key() == two.key()
+    assert type(getattr(one, field)) is float
+
+
+@pytest.mark.parametrize("value", [True, "0.1", None])
+def test_a_recipe_number_that_is_not_a_number_is_refused(value):
+    with pytest.raises(TypeError, match=r"lr must be a number, got"):
+        TINY.replace(lr=value)
