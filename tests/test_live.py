@@ -1,5 +1,6 @@
 """Tests of d2lmini.live: the explorers' data, the model export, and
-live.js's model run in Node against d2lmini's own translations.
+the page's script (``live_js()``, from d2lmini/js/) run in Node: its
+model against d2lmini's own translations.
 
 The browser checks of the same explorers on the built website are in
 tests/test_site_live.py.
@@ -30,11 +31,13 @@ from d2lmini.data import MTFraEng
 from d2lmini.decoding import translate
 from d2lmini.experiment import CHAPTER_RECIPE, build_model, evaluate
 from d2lmini.live import (
-    LIVE_JS,
+    JS_DIR,
+    JS_PARTS,
     NOTEBOOK_FIELDS,
     LiveHTML,
     export_model,
     kernel_regression_explorer,
+    live_js,
     masked_softmax_explorer,
     notebook_record,
     payloads,
@@ -85,7 +88,7 @@ def test_masked_softmax_explorer_carries_its_seeded_scores():
     assert data["valid_len"] == 4 and data["temperature"] == 1.0
     html = live._repr_html_()
     assert 'data-d2l-live="masked-softmax"' in html
-    assert LIVE_JS.read_text() in html  # the page needs nothing else
+    assert live_js() in html  # the page needs nothing else
     # The same arguments make the same output (stable notebooks).
     assert masked_softmax_explorer(valid_len=4, seed=3)._repr_html_() == html
 
@@ -431,15 +434,17 @@ SENTENCES = ["go .", "i'm home .", "Hi!", "zorglub frobs .", "?!",
 
 
 def run_node(tmp_path, script, job):
-    """Run a Node script with live.js's path as its argument and ``job``
-    (JSON) on its stdin; return what it printed, parsed as JSON."""
+    """Run a Node script with the path of the page's script (``live_js()``
+    in a file) as its argument and ``job`` (JSON) on its stdin; return
+    what it printed, parsed as JSON."""
     node = shutil.which("node")
     if node is None:
         pytest.skip("node is not installed (`make vendor` installs npm and "
                     "node)")
-    path = tmp_path / "check.js"
+    path, live = tmp_path / "check.js", tmp_path / "live.js"
     path.write_text(script)
-    done = subprocess.run([node, str(path), str(LIVE_JS)],
+    live.write_text(live_js(), encoding="utf-8")
+    done = subprocess.run([node, str(path), str(live)],
                           input=json.dumps(job), capture_output=True,
                           text=True, check=True)
     return json.loads(done.stdout)
@@ -836,7 +841,7 @@ def test_live_js_loads_only_the_weights_its_manifest_describes(toy,
 def test_live_js_reads_the_manifest_format_live_py_writes():
     from d2lmini.live import MANIFEST_FORMAT
     found = re.findall(r"const MANIFEST_FORMAT = (\d+);",
-                       LIVE_JS.read_text())
+                       live_js())
     assert found == [str(MANIFEST_FORMAT)]
 
 
@@ -845,7 +850,7 @@ def test_export_model_replaces_weights_and_manifest_as_one(
     """Point 8: a crash while writing the manifest leaves the old pair,
     whose manifest describes the weights beside it; a finished export
     leaves the new pair only."""
-    import d2lmini.live as live
+    import d2lmini.live_translator as live
 
     run = tiny_run(toy, None)
     recipe = CHAPTER_RECIPE
@@ -965,7 +970,7 @@ def test_translator_size_is_bounded(toy):
 def test_live_js_spreads_no_array_into_math_min_or_max():
     """Point 10: Math.min(...xs) throws "Maximum call stack size
     exceeded" for large arrays (test_site_live.py draws one)."""
-    js = LIVE_JS.read_text()
+    js = live_js()
     code = re.sub(r"/\*.*?\*/|//[^\n]*", "", js, flags=re.S)
     spread = []
     for m in re.finditer(r"Math\.(min|max)\(", code):
@@ -976,3 +981,58 @@ def test_live_js_spreads_no_array_into_math_min_or_max():
         if "..." in code[m.end():i]:
             spread.append(code[m.start():i])
     assert not spread, spread
+
+
+# ---- the page's script: the files of d2lmini/js/ in one function ---------
+
+NODE_NAMES = r"""
+const live = require(process.argv[2]);
+console.log(JSON.stringify(Object.keys(live).sort()));
+"""
+
+
+def test_live_js_is_the_parts_of_d2lmini_js_in_one_function(tmp_path):
+    """The page gets one script: wrapper.js with every part inside, in
+    JS_PARTS order; every file of d2lmini/js/ is one of them, each part
+    parses on its own, and the script exports what the page and the
+    tests use."""
+    names = sorted(p.name for p in JS_DIR.iterdir())
+    assert names == sorted([*JS_PARTS, "wrapper.js"])
+    js = live_js()
+    assert js.startswith("/* d2lmini live explorers")
+    found = [js.index((JS_DIR / name).read_text()) for name in JS_PARTS]
+    assert found == sorted(found), "the parts are not in JS_PARTS order"
+    assert js.count("(function (root) {") == 1 and "@parts" not in js
+    node = shutil.which("node") or pytest.skip("node is not installed")
+    for name in JS_PARTS:
+        subprocess.run([node, "--check", str(JS_DIR / name)], check=True)
+    assert run_node(tmp_path, NODE_NAMES, None) == sorted([
+        "MANIFEST_FORMAT", "expectedTensors", "extent", "loadModel",
+        "makeModel", "manifestProblems", "maskedSoftmaxRow", "mountAll",
+        "nadarayaWatson", "positionalEncoding", "readSource", "tokenize",
+        "translate", "viridis", "weightsStatement"])
+
+
+def test_live_js_refuses_a_wrapper_without_its_parts_line(tmp_path,
+                                                         monkeypatch):
+    import d2lmini.live_page as page
+
+    for name in JS_PARTS:
+        (tmp_path / name).write_text("")
+    (tmp_path / "wrapper.js").write_text("(function () {})();\n")
+    monkeypatch.setattr(page, "JS_DIR", tmp_path)
+    with pytest.raises(RuntimeError, match="must hold the line"):
+        page.live_js()
+
+
+def test_the_package_ships_every_file_of_the_script():
+    """pyproject.toml's package data covers d2lmini/js/ (a wheel without
+    one of its files would make a page without explorers)."""
+    import fnmatch
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11 and later
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    setup = config["tool"]["setuptools"]
+    assert "d2lmini.js" in setup["packages"]
+    globs = setup["package-data"]["d2lmini.js"]
+    for path in JS_DIR.iterdir():
+        assert any(fnmatch.fnmatch(path.name, g) for g in globs), path.name

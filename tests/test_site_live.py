@@ -49,7 +49,7 @@ import pytest
 import torch
 from test_book_html import HTML, PAGES, browser, server, site  # noqa: F401
 
-from d2lmini.live import LIVE_JS, export_model, notebook_record, payloads
+from d2lmini.live import export_model, live_js, notebook_record, payloads
 
 pytestmark = pytest.mark.book
 
@@ -515,24 +515,27 @@ def test_translator_says_when_the_model_fails_to_load(open_page):
 
 # ---- which weights the page says it runs ---------------------------------
 
-# What LiveHTML puts after each explorer: the package's live.js, inline.
+# What LiveHTML puts after each explorer: the package's script
+# (d2lmini.live.live_js()), inline.
 INLINE_LIVE_JS = re.compile(r"<script>\n(/\* d2lmini live explorers.*?)"
                             r"</script>", re.S)
 
 
 @pytest.mark.parametrize("doc", PAGES)
 def test_pages_run_the_package_live_js(doc, site):  # noqa: F811
-    """The page runs the live.js of its notebook's outputs: it must be
-    d2lmini's current one (the translator's words on its weights, say)."""
+    """The page runs the script of its notebook's outputs: it must be
+    d2lmini's current ``live_js()`` (the translator's words on its
+    weights, say)."""
     text = page_text(doc)
     scripts = INLINE_LIVE_JS.findall(text)
     if "data-d2l-live=" in text:
-        assert scripts, f"{doc}: its explorers come with no live.js"
-    want = LIVE_JS.read_text(encoding="utf-8")
+        assert scripts, f"{doc}: its explorers come with no script"
+    want = live_js()
     stale = sum(s != want for s in scripts)
     assert not stale, (
         f"{doc}: {stale} of its {len(scripts)} explorers carry another "
-        "live.js than d2lmini/live.js: run `make execute` and `make book`")
+        "script than d2lmini.live.live_js(): run `make execute` and "
+        "`make book`")
 
 
 def weights_statement(page):
@@ -809,7 +812,7 @@ def test_icons_are_drawn_by_the_web_font_without_its_script(open_page):
 
 
 # ---- what the page loads (issue 17, points 7, 9, 10, 11) -----------------
-# Small pages of their own, from the package's live.js: they need no
+# Small pages of their own, from the package's script: they need no
 # built site (a browser of their own when there is none).
 
 @pytest.fixture(scope="module")
@@ -918,7 +921,8 @@ def test_a_broken_explorer_does_not_stop_the_others(any_browser):
 def test_a_large_explorer_draws(any_browser):
     """Point 10: 4096 x 16 scores (more than the Python side now allows,
     written directly) draw without "Maximum call stack size exceeded"."""
-    from d2lmini.live import LiveHTML, _float32_b64, sample_scores
+    from d2lmini.live import LiveHTML, sample_scores
+    from d2lmini.live_explorers import _float32_b64
 
     N, S, dims = 4096, 16, (1, 64)
     live = LiveHTML("scaling", {

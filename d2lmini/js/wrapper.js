@@ -1,0 +1,49 @@
+/* d2lmini live explorers: the chapter's interactive figures, computed in
+ * the page with no kernel and no server (d2lmini/live.py puts this script
+ * into each explorer's HTML output).
+ *
+ * - masked softmax: sliders for the valid length and a temperature over
+ *   the weights heatmap;
+ * - scaling: a slider for the size d of queries and keys over histograms
+ *   of the scores and of each query's largest softmax weight;
+ * - kernel regression: Nadaraya-Watson attention pooling with a width
+ *   slider, a kernel choice and a marked query whose weights are drawn;
+ * - positional encoding: the Transformer's sinusoidal positions P as a
+ *   heatmap and as the curves of one sine/cosine pair, with sliders for a
+ *   position and a frequency;
+ * - translator: a trained d2lmini Seq2Seq (GRU encoder, GRU decoder with
+ *   additive or multi-head attention; or a Transformer) run in the page
+ *   from the weights that scripts/export_models.py exported, greedy
+ *   decoding included; once loaded, the box says whether those are the
+ *   weights the section evaluated, and their held-out BLEU.
+ *
+ * Every chart is an SVG with role="img", an aria-label that sums it up, a
+ * <title> per cell and a table of the numbers it draws (in a <details>);
+ * colours come from viridis, whose lightness rises steadily (readable in
+ * greyscale and with colour-blindness), or for signed values from a
+ * blue-white-orange map.  Runs in a browser and in Node
+ * (the model functions only).
+ *
+ * The script is put together from the files of d2lmini/js/ by
+ * d2lmini.live.live_js(), in this order, inside the one function below
+ * (one scope: each part uses the names of the others; no build tool):
+ * base.js (DOM helpers, numbers as text), charts.js (colour maps,
+ * heatmaps, histograms, line charts), model.js (the tokenizer, the
+ * models' forward pass, greedy decoding, checking and loading a model
+ * folder), explorers.js (the four figure explorers), translator.js (the
+ * translator box), boot.js (the style sheet, mounting every explorer).
+ * This file, wrapper.js, holds the function and the names it exports.
+ */
+(function (root) {
+  "use strict";
+  if (root.d2lLive) return;  // one copy per page, however many explorers
+
+  // @parts: d2lmini.live puts the files of JS_PARTS here, in order.
+
+  root.d2lLive = {mountAll, tokenize, makeModel, loadModel, translate,
+                  readSource, maskedSoftmaxRow, nadarayaWatson, positionalEncoding,
+                  viridis, weightsStatement, manifestProblems, expectedTensors,
+                  extent, MANIFEST_FORMAT};
+  if (typeof module !== "undefined") module.exports = root.d2lLive;
+})(typeof window !== "undefined" ? window : globalThis);
+if (typeof document !== "undefined") window.d2lLive.mountAll();

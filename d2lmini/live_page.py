@@ -1,0 +1,110 @@
+"""What every live explorer's output is made of (``d2lmini.live``).
+
+The page's script is put together from the files of ``d2lmini/js/``
+(``live_js``); ``LiveHTML`` is the HTML output of one explorer: its data
+as JSON in a ``<div data-d2l-live=...>``, followed by that script;
+``payloads`` reads the data back from a page.  ``with_site_view`` joins
+an ipywidgets explorer (Jupyter, with a kernel) and a ``LiveHTML`` (the
+website) in one output.
+"""
+
+import hashlib
+import html
+import json
+import numbers
+import re
+from pathlib import Path
+
+__all__ = ["JS_DIR", "JS_PARTS", "LiveHTML", "live_js", "payloads",
+           "with_site_view"]
+
+JS_DIR = Path(__file__).with_name("js")
+# The parts of the page's script, in the order live_js puts them into
+# js/wrapper.js (each file says what it holds).
+JS_PARTS = ("base.js", "charts.js", "model.js", "explorers.js",
+            "translator.js", "boot.js")
+_PARTS_LINE = ("  // @parts: d2lmini.live puts the files of JS_PARTS here, "
+               "in order.\n")
+
+NEEDS_JS = ("This explorer runs in the page: on the website it is live; in "
+            "Jupyter, run the cell (Jupyter runs scripts only in outputs "
+            "it trusts).")
+
+
+def live_js():
+    """The page's script, one piece of JavaScript: ``js/wrapper.js``
+    with the files of ``JS_PARTS``, in that order, in its function (one
+    scope: every part uses the names of the others).  Each explorer's
+    output carries it inline: no other file, no build tool."""
+    wrapper = (JS_DIR / "wrapper.js").read_text(encoding="utf-8")
+    if wrapper.count(_PARTS_LINE) != 1:
+        raise RuntimeError(f"{JS_DIR / 'wrapper.js'} must hold the line "
+                           f"{_PARTS_LINE!r} once: the parts go there")
+    parts = "\n".join((JS_DIR / name).read_text(encoding="utf-8")
+                      for name in JS_PARTS)
+    return wrapper.replace(_PARTS_LINE, parts)
+
+
+def _count(name, value, low=1):
+    """``value`` as an int, at least ``low``; else a TypeError or
+    ValueError that names it."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int, got {value!r} "
+                        f"({type(value).__name__})")
+    if value < low:
+        raise ValueError(f"{name} must be at least {low}, got {value}")
+    return int(value)
+
+
+def _at_most(what, asked, limit, hint):
+    if asked > limit:
+        raise ValueError(f"{what} is at most {limit} (the page draws "
+                         f"every one), got {asked}; {hint}")
+
+
+def payloads(html_text, kind):
+    """The data of every ``kind`` explorer in an HTML page or output
+    (what ``LiveHTML`` wrote), in order."""
+    pattern = (rf'data-d2l-live="{re.escape(kind)}">'
+               r'<script type="application/json">(.*?)</script>')
+    return [json.loads(m) for m in re.findall(pattern, html_text, re.S)]
+
+
+class LiveHTML:
+    """An HTML output (``_repr_html_``) holding one live explorer."""
+
+    def __init__(self, kind, data, note):
+        self.kind, self.data = kind, data
+        payload = json.dumps(data, separators=(",", ":"))
+        # No "<" in the script element: "</script" would end it, and
+        # "<!--<script" would make the HTML tokeniser swallow the script
+        # and the rest of the page.  JSON reads \u003c as "<" (and so on).
+        payload = (payload.replace("<", "\\u003c").replace(">", "\\u003e")
+                   .replace("&", "\\u0026"))
+        ident = "d2l-" + hashlib.sha256(
+            f"{kind}:{payload}".encode()).hexdigest()[:12]
+        self.html = (
+            f'<div class="d2l-live" id="{ident}" data-d2l-live="{kind}">'
+            f'<script type="application/json">{payload}</script>'
+            f'<p class="d2l-needs-js">{html.escape(note)}</p></div>\n'
+            f"<script>\n{live_js()}</script>")
+
+    def _repr_html_(self):
+        return self.html
+
+    def __repr__(self):
+        return f"<live {self.kind} explorer: run in a browser>"
+
+
+def with_site_view(widget, live):
+    """One output for both places: ``widget`` (ipywidgets, live with a
+    kernel) in Jupyter, ``live`` (a ``LiveHTML``) on the website, whose
+    build prefers text/html over widget views (``_config.yml``)."""
+
+    class Both:
+        def _repr_mimebundle_(self, include=None, exclude=None):
+            bundle = widget._repr_mimebundle_(include=include,
+                                              exclude=exclude)
+            return {**bundle, "text/html": live.html}
+
+    return Both()
