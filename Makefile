@@ -126,9 +126,10 @@ benchmark: $(STAMP)
 benchmark-quality: $(STAMP)
 	$(BIN)/python benchmarks/translation_quality.py
 
-# Does the chapter's recipe train all three decoders at two length
-# ranges, over 3 seeds?  (18 runs, about an hour on 2 CPU cores; the
-# models go through the checkpoint cache.)
+# Does the chapter's recipe train all four decoders at two length
+# ranges and two step counts, over 3 seeds (and splits)?  (48 runs,
+# about two hours on 2 CPU cores; the models go through the checkpoint
+# cache; ARGS="--out benchmarks/results/robustness.json" records them.)
 benchmark-robustness: $(STAMP)
 	$(BIN)/python benchmarks/robustness.py $(ARGS)
 

@@ -1,116 +1,206 @@
-"""Does the chapter's recipe train every decoder, at two length ranges?
+"""Does the chapter's recipe train every decoder, whatever the seed, the
+sentence lengths and the number of steps?
 
-Trains ``CHAPTER_RECIPE`` with each attention kind (additive, 8-head,
-none), on the chapter's sentences (at most 8 English and 10 French
-tokens) and on slightly longer ones (10 and 12), with three seeds each,
-and prints the held-out multi-reference BLEU of every run.  A run counts
-as collapsed when its BLEU is below ``COLLAPSE_BLEU`` or when one output
-sentence makes up more than ``COLLAPSE_SHARE`` of all test outputs (the
-failure this benchmark was written for: the 8-head decoder, without a
-learning-rate warm-up, answered "." to every sentence of the longer
-range).  ``rise`` is how far the training loss climbed back from its
-best: the mean of the last 50 batch losses minus the lowest mean of 50
-consecutive ones (0 when training ends at its best; the diverged run
-rose by over 1).  Not a test: each run takes about 2-3 minutes on 2 CPU cores
-(all 18 about an hour); models go through the checkpoint cache, so the
-chapter's own three (seed 0, short range) are shared with the notebooks.
+Trains ``CHAPTER_RECIPE`` with each decoder (additive attention, 8 heads
+and 1 head of scaled dot-product attention, no attention) on the
+chapter's sentences (at most 8 English and 10 French tokens) and on
+slightly longer ones (10 and 12), for the chapter's 1,000 steps and for
+850 (the cosine schedule then decays sooner), with three seeds each.
+A seed also draws the split, so each seed is another split of the
+corpus as well.  It scores every run on the **validation** split (this
+benchmark informs the recipe, so the test split stays unseen) with the
+multi-reference BLEU, and prints a verdict.  A run **fails** when
 
-    python benchmarks/robustness.py              # the whole table
-    python benchmarks/robustness.py --seeds 0 --ranges 10,12
-    # the failure: no warm-up, constant learning rate
-    python benchmarks/robustness.py --kinds multihead --seeds 2 \
+- its BLEU is below ``COLLAPSE_BLEU``;
+- one output sentence makes up more than ``COLLAPSE_SHARE`` of all its
+  outputs (the first failure seen: without a warm-up, the 8-head
+  decoder answered "." to every sentence of the longer range);
+- more than ``LOOP_SHARE`` of its outputs loop, repeating a pair of words
+  three times or more (``je ne peux pas que tom que tom que tom .``); or
+- its BLEU is below ``LAG_RATIO`` times the additive decoder's in the
+  same setting (range, steps and seed), so a decoder that trains, but
+  far worse than its neighbour, is caught too.
+
+``rise`` is how far the training loss climbed back from its best: the
+mean of the last 50 batch losses minus the lowest mean of 50 consecutive
+ones (0 when training ends at its best; the diverged run rose by over
+1).  Not a test: each run takes 2 to 3 minutes on 2 CPU cores, the whole
+grid (4 decoders x 2 ranges x 2 step counts x 3 seeds = 48 runs) about
+two hours.  The models go through the checkpoint cache, so the chapter's
+own (seed 0, short range, 1,000 steps) are shared with the notebooks.
+``--out`` writes every run and the verdicts as JSON, with the machine
+(``benchmarks/results/robustness.json`` is the committed run).
+
+    python benchmarks/robustness.py                # the whole grid
+    python benchmarks/robustness.py --kinds multihead-1 --seeds 1
+    # the recipe before its warm-up and cosine decay
+    python benchmarks/robustness.py --kinds multihead-8 --seeds 2 \
         --ranges 10,12 --constant-lr
 """
 
 import argparse
 import collections
+import json
 import statistics
 import time
+from pathlib import Path
 
 import torch
 
 from d2lmini import cache
-from d2lmini.experiment import CHAPTER_RECIPE, evaluate
+from d2lmini.experiment import (
+    CHAPTER_RECIPE,
+    SEED_OFFSET_VARIABLE,
+    evaluate,
+    seed_offset,
+)
+from d2lmini.notebook import machine
 
 COLLAPSE_BLEU = 5.0
 COLLAPSE_SHARE = 0.2
-KINDS = ("additive", "multihead", "none")
+LOOP_SHARE = 0.05
+LAG_RATIO = 0.5
+# name -> the recipe's fields that make that decoder
+KINDS = {
+    "additive": {"attention": "additive"},
+    "multihead-8": {"attention": "multihead", "num_heads": 8},
+    "multihead-1": {"attention": "multihead", "num_heads": 1},
+    "none": {"attention": "none"},
+}
 
 
-def recipe_for(kind, seed, src_len, tgt_len, constant_lr=False):
-    """The chapter's recipe at another length range, kind and seed."""
+def recipe_for(kind, seed, src_len, tgt_len, steps, constant_lr=False):
+    """The chapter's recipe for another decoder, seed, length range and
+    step count."""
     recipe = CHAPTER_RECIPE.replace(
-        attention=kind, seed=seed, max_src_len=src_len,
-        max_tgt_len=tgt_len,
+        **KINDS[kind], seed=seed, max_src_len=src_len,
+        max_tgt_len=tgt_len, max_steps=steps,
         num_steps=max(CHAPTER_RECIPE.num_steps, src_len + 1, tgt_len + 1))
-    if constant_lr:  # the recipe before the fix
+    if constant_lr:  # the recipe before the schedule
         recipe = recipe.replace(warmup_steps=0, schedule="constant")
     return recipe
 
 
-def run(recipe):
-    """Train (or load) a recipe; return its test score and a verdict."""
-    out = cache.train_or_load(recipe, progress=False)
-    result = evaluate(out.model, out.data, "test")
-    common, count = collections.Counter(result.hypotheses).most_common(1)[0]
-    share = count / len(result.hypotheses)
-    collapsed = result.bleu < COLLAPSE_BLEU or share > COLLAPSE_SHARE
-    return {"bleu": result.bleu, "share": share, "common": common,
-            "collapsed": collapsed, "trained": out.trained,
-            "time": out.history.train_time,
-            "rise": rise(out.history)}
+def loops(sentence, times=3):
+    """Whether some pair of adjacent words occurs ``times`` times or more
+    in ``sentence`` (a degenerate, looping output)."""
+    words = sentence.split()
+    pairs = collections.Counter(zip(words, words[1:]))
+    return bool(pairs) and max(pairs.values()) >= times
 
 
 def rise(history, window=50):
     """Last ``window`` batch losses' mean minus the lowest such mean."""
     losses = torch.tensor([loss for _, loss in history.steps])
+    if len(losses) < window:
+        return 0.0
     means = losses.unfold(0, window, 1).mean(1)
     return float(means[-1] - means.min())
 
 
-def main():
+def run(recipe):
+    """Train (or load) a recipe; return its validation scores."""
+    out = cache.train_or_load(recipe, progress=False)
+    result = evaluate(out.model, out.data, "val")
+    hyps = result.hypotheses
+    common, count = collections.Counter(hyps).most_common(1)[0]
+    return {"bleu": result.bleu, "chrf": result.chrf,
+            "top_share": count / len(hyps), "top_output": common,
+            "loop_share": sum(map(loops, hyps)) / len(hyps),
+            "rise": rise(out.history), "trained": out.trained,
+            "train_time": out.history.train_time,
+            "signature": result.signature}
+
+
+def verdict(r, additive_bleu):
+    """The reasons a run failed (empty when it trained)."""
+    why = []
+    if r["bleu"] < COLLAPSE_BLEU:
+        why.append(f"BLEU below {COLLAPSE_BLEU}")
+    if r["top_share"] > COLLAPSE_SHARE:
+        why.append(f"one output is {r['top_share']:.0%} of all")
+    if r["loop_share"] > LOOP_SHARE:
+        why.append(f"{r['loop_share']:.0%} of outputs loop")
+    if additive_bleu is not None and r["bleu"] < LAG_RATIO * additive_bleu:
+        why.append(f"below {LAG_RATIO} x additive ({additive_bleu:.1f})")
+    return why
+
+
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--kinds", nargs="+", default=KINDS, choices=KINDS)
+    parser.add_argument("--kinds", nargs="+", default=list(KINDS),
+                        choices=list(KINDS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--ranges", nargs="+", default=["8,10", "10,12"],
                         help="max English,French tokens per range")
+    parser.add_argument("--steps", nargs="+", type=int,
+                        default=[1000, 850], help="training steps")
     parser.add_argument("--constant-lr", action="store_true",
                         help="no warm-up and no decay (the old recipe)")
-    args = parser.parse_args()
+    parser.add_argument("--out", type=Path,
+                        help="write the runs and verdicts here as JSON")
+    args = parser.parse_args(argv)
+    if seed_offset():
+        parser.error(f"{SEED_OFFSET_VARIABLE} is set: unset it, the seeds "
+                     "given here are the seeds trained")
     ranges = [tuple(int(n) for n in r.split(",")) for r in args.ranges]
-    shown = recipe_for("additive", 0, 8, 10, args.constant_lr)
+    # The additive decoder first in each setting: the others are
+    # compared with it.
+    kinds = sorted(args.kinds, key=lambda k: k != "additive")
+    shown = recipe_for("additive", 0, 8, 10, 1000, args.constant_lr)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; "
           f"recipe lr {shown.lr}, warm-up {shown.warmup_steps} steps, "
-          f"schedule {shown.schedule!r}, {shown.max_steps} steps")
-    start, results = time.perf_counter(), {}
-    header = (f"{'range':>6} {'attention':>9} {'seed':>4} {'BLEU':>6} "
-              f"{'top share':>9} {'rise':>6} {'train s':>7}  "
-              "most common output")
-    print(header, flush=True)
+          f"schedule {shown.schedule!r}; validation BLEU")
+    start, rows = time.perf_counter(), []
+    print(f"{'range':>6} {'steps':>5} {'decoder':>11} {'seed':>4} "
+          f"{'BLEU':>6} {'top':>5} {'loop':>5} {'rise':>6} {'train s':>7}"
+          "  verdict", flush=True)
     for src_len, tgt_len in ranges:
-        for kind in args.kinds:
+        for steps in args.steps:
             for seed in args.seeds:
-                r = run(recipe_for(kind, seed, src_len, tgt_len,
-                                   args.constant_lr))
-                results[src_len, tgt_len, kind, seed] = r
-                flag = "  COLLAPSED" if r["collapsed"] else ""
-                print(f"{src_len:>3},{tgt_len:<2} {kind:>9} {seed:>4} "
-                      f"{r['bleu']:>6.2f} {r['share']:>9.1%} "
-                      f"{r['rise']:>6.3f} {r['time']:>7.1f}  "
-                      f"{r['common'][:30]!r}{flag}", flush=True)
-    print("\nHeld-out BLEU, mean ± sd over seeds (min):")
+                additive = None
+                for kind in kinds:
+                    r = run(recipe_for(kind, seed, src_len, tgt_len, steps,
+                                       args.constant_lr))
+                    if kind == "additive":
+                        additive = r["bleu"]
+                    why = verdict(r, None if kind == "additive"
+                                  else additive)
+                    rows.append({"range": [src_len, tgt_len],
+                                 "steps": steps, "kind": kind,
+                                 "seed": seed, **r, "failed": why})
+                    print(f"{src_len:>3},{tgt_len:<2} {steps:>5} "
+                          f"{kind:>11} {seed:>4} {r['bleu']:>6.2f} "
+                          f"{r['top_share']:>5.1%} {r['loop_share']:>5.1%} "
+                          f"{r['rise']:>6.3f} {r['train_time']:>7.1f}  "
+                          f"{'FAILED: ' + '; '.join(why) if why else 'ok'}",
+                          flush=True)
+    print("\nValidation BLEU, mean ± sd over seeds (min), failed runs:")
     for src_len, tgt_len in ranges:
-        for kind in args.kinds:
-            scores = [results[src_len, tgt_len, kind, s]["bleu"]
-                      for s in args.seeds]
-            sd = statistics.stdev(scores) if len(scores) > 1 else 0.0
-            print(f"  {src_len},{tgt_len} {kind:>9}: "
-                  f"{statistics.mean(scores):.2f} ± {sd:.2f} "
-                  f"(min {min(scores):.2f})")
-    collapsed = [k for k, r in results.items() if r["collapsed"]]
-    print(f"\ncollapsed runs: {len(collapsed)} of {len(results)}"
-          + "".join(f"\n  {k}" for k in collapsed))
+        for steps in args.steps:
+            for kind in kinds:
+                cell = [r for r in rows if r["kind"] == kind
+                        and r["range"] == [src_len, tgt_len]
+                        and r["steps"] == steps]
+                scores = [r["bleu"] for r in cell]
+                sd = statistics.stdev(scores) if len(scores) > 1 else 0.0
+                print(f"  {src_len},{tgt_len} {steps:>5} {kind:>11}: "
+                      f"{statistics.mean(scores):.2f} ± {sd:.2f} "
+                      f"(min {min(scores):.2f}), "
+                      f"{sum(bool(r['failed']) for r in cell)} failed")
+    failed = [r for r in rows if r["failed"]]
+    print(f"\nfailed runs: {len(failed)} of {len(rows)}")
     print(f"total wall time {time.perf_counter() - start:.0f} s")
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps({
+            "script": "benchmarks/robustness.py", **machine(),
+            "constant_lr": args.constant_lr, "split": "val",
+            "criteria": {"collapse_bleu": COLLAPSE_BLEU,
+                         "collapse_share": COLLAPSE_SHARE,
+                         "loop_share": LOOP_SHARE, "lag_ratio": LAG_RATIO},
+            "runs": rows}, indent=1) + "\n")
+        print(f"written to {args.out}")
 
 
 if __name__ == "__main__":
