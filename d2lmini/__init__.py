@@ -22,7 +22,8 @@ __version__ = "0.2.0"
 _NAMES = {
     "utils": ("set_seed", "check_shape"),
     "attention": ("masked_softmax", "valid_mask", "DotProductAttention",
-                  "AdditiveAttention", "MultiHeadAttention"),
+                  "AdditiveAttention"),
+    "multihead": ("MultiHeadAttention",),
     "pooling": ("nadaraya_watson", "NWKernelRegression"),
     "transformer": ("PositionalEncoding", "PositionWiseFFN", "AddNorm",
                     "TransformerEncoderBlock", "TransformerDecoderBlock",
@@ -38,7 +39,8 @@ _NAMES = {
     "experiment": ("Recipe", "BOOK_RECIPE", "CHAPTER_RECIPE",
                    "TRANSFORMER_RECIPE", "evaluate"),
     "cache": ("train_or_load", "save_checkpoint", "load_checkpoint"),
-    "plot": ("show_heatmaps", "plot_loss_curves"),
+    "plot": ("plot_loss_curves",),
+    "heatmaps": ("show_heatmaps",),
 }
 _WHERE = {name: module for module, names in _NAMES.items()
           for name in names}
@@ -46,6 +48,22 @@ _WHERE = {name: module for module, names in _NAMES.items()
 _MODULES = (*_NAMES, "live", "notebook", "widgets")
 
 __all__ = sorted(_WHERE)
+
+
+def __getattr__(name):
+    if name in _WHERE:
+        module = importlib.import_module(f".{_WHERE[name]}", __name__)
+        value = getattr(module, name)
+        globals()[name] = value  # later lookups skip this function
+        return value
+    if name in _MODULES:
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'd2lmini' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_WHERE) | set(_MODULES))
+
 
 # "d2lmini.<module>" -> the source bytes that module was compiled from
 SOURCES = {}

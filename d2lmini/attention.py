@@ -1,14 +1,19 @@
-"""Attention layers: masked softmax, dot-product, additive, multi-head.
+"""Attention layers: masked softmax, dot-product and additive attention.
 
 Shape legend for every comment and docstring in this module:
     B  batch size          L  number of queries
     S  number of keys      D  num_hiddens; h heads of size d = D // h
 
 The layers know nothing of data, training or plotting.  Each keeps the
-attention weights of its last call in ``attention_weights`` for plotting.
+attention weights of its last call in ``attention_weights`` for plotting;
+a caller that needs the weights of its own call, while other threads
+may call the same layer, passes ``return_weights=True`` and gets
+``(output, weights)``.
 A decoder that attends to the same keys at every step builds their
 projections and their mask once, with ``precompute(keys, values,
 valid_lens)``, and passes the result to each step as ``memory``.
+``MultiHeadAttention``, built on ``DotProductAttention``, is in
+``d2lmini.multihead`` (and importable from here too).
 """
 
 import math
@@ -22,13 +27,14 @@ from .utils import check_int
 
 __all__ = [
     "AdditiveAttention", "AttentionMemory", "DotProductAttention",
-    "MultiHeadAttention", "masked_softmax", "valid_mask",
+    "masked_softmax", "valid_mask",
 ]
 
 
-def _check_valid_lens(valid_lens, shape, device):
+def _check_valid_lens(valid_lens, shape, device, *, at_most_s=False):
     """Return ``valid_lens`` as a tensor on ``device`` after checking it
-    against scores of shape ``(B, ..., L, S)``."""
+    against scores of shape ``(B, ..., L, S)``; with ``at_most_s``, a
+    length above S is an error too (otherwise it means "all keys")."""
     if not torch.is_tensor(valid_lens):
         valid_lens = torch.as_tensor(valid_lens, device=device)
     if valid_lens.dtype == torch.bool or valid_lens.is_complex():
@@ -57,6 +63,11 @@ def _check_valid_lens(valid_lens, shape, device):
     if (valid_lens < 0).any():
         raise ValueError("valid_lens must be >= 0, got negative values "
                          f"{valid_lens[valid_lens < 0].tolist()}")
+    if at_most_s and (valid_lens > shape[-1]).any():
+        raise ValueError(
+            f"valid_lens must be at most S = {shape[-1]}, the number of "
+            f"keys, got {valid_lens[valid_lens > shape[-1]].tolist()}: "
+            f"give each sequence's own length (padding excluded)")
     return valid_lens.to(device)
 
 
@@ -108,7 +119,9 @@ def _scores_mask(valid_lens, mask, shape, device):
 def masked_softmax(X, valid_lens=None, *, mask=None):
     """Softmax over the last axis that ignores keys past a valid length.
 
-    Positions at or beyond the valid length get weight exactly 0.  A row
+    Positions at or beyond the valid length get weight exactly 0; the
+    valid positions get the softmax of their own scores, however small
+    these are (the mask goes by position, not by a fill value).  A row
     whose valid length is 0 attends to nothing: its weights are all 0
     (not NaN, and not uniform over padding).  ``X`` is never modified.
     Float16 and bfloat16 scores are normalized in float32 and returned
@@ -141,11 +154,14 @@ def masked_softmax(X, valid_lens=None, *, mask=None):
     # Broadcast over any axes between batch and queries (e.g. heads).
     mask = mask.view(mask.shape[:1] + (1,) * (X.dim() - 3)
                      + mask.shape[1:]) if X.dim() > 2 else mask[:, 0]
-    # The smallest finite value, not -inf: a fully masked row then stays
-    # finite (uniform), and the second fill sets it to exact zeros.
-    fill = torch.finfo(scores.dtype).min
-    weights = F.softmax(scores.masked_fill(~mask, fill), dim=-1)
-    return weights.masked_fill(~mask, 0.0).to(X.dtype)
+    # Masked keys get -inf, so exp gives them exactly 0 whatever the
+    # valid scores are (with a finite fill, a valid score at the fill
+    # would share its weight with them).  A row without a valid key is
+    # then nan (a softmax of -inf only), and the second fill sets it to
+    # exact zeros, which also gives its scores a zero gradient.
+    masked = ~mask
+    weights = F.softmax(scores.masked_fill(masked, -math.inf), dim=-1)
+    return weights.masked_fill(masked, 0.0).to(X.dtype)
 
 
 class AttentionMemory(NamedTuple):
@@ -208,7 +224,9 @@ class DotProductAttention(nn.Module):
         as ``masked_softmax`` takes it.  Returns (B, L, v).
 
     With ``need_weights=False`` the call uses PyTorch's fused
-    ``F.scaled_dot_product_attention`` and keeps no weights.
+    ``F.scaled_dot_product_attention`` and keeps no weights.  With
+    ``return_weights=True`` it returns ``(output, weights)``, this
+    call's own (B, L, S) weights (None when fused).
     """
 
     def __init__(self, dropout=0.0):
@@ -217,20 +235,22 @@ class DotProductAttention(nn.Module):
         self.attention_weights = None
 
     def forward(self, queries, keys, values, valid_lens=None,
-                need_weights=True, *, mask=None):
+                need_weights=True, *, mask=None, return_weights=False):
         _check_qkv(queries, keys, values)
         if queries.shape[-1] != keys.shape[-1]:
             raise ValueError(
                 "queries and keys must have the same feature size d, got "
                 f"{tuple(queries.shape)} and {tuple(keys.shape)}")
         if not need_weights:
-            self.attention_weights = None
-            return self._fused(queries, keys, values, valid_lens, mask)
-        d = queries.shape[-1]
-        scores = queries @ keys.transpose(1, 2) / math.sqrt(d)  # (B, L, S)
-        self.attention_weights = masked_softmax(scores, valid_lens,
-                                                mask=mask)
-        return self.dropout(self.attention_weights) @ values  # (B, L, v)
+            out = self._fused(queries, keys, values, valid_lens, mask)
+            weights = None
+        else:
+            d = queries.shape[-1]
+            scores = queries @ keys.transpose(1, 2) / math.sqrt(d)  # (B, L, S)
+            weights = masked_softmax(scores, valid_lens, mask=mask)
+            out = self.dropout(weights) @ values  # (B, L, v)
+        self.attention_weights = weights
+        return (out, weights) if return_weights else out
 
     def _fused(self, queries, keys, values, valid_lens, mask):
         """The same attention through PyTorch's fused kernel."""
@@ -267,7 +287,8 @@ class AdditiveAttention(nn.Module):
     A decoder that attends to the same keys at every step calls
     ``precompute(keys, values, valid_lens)`` once and passes the result
     as ``memory`` (and no ``valid_lens``): the key projection and the
-    mask are then not rebuilt per step.
+    mask are then not rebuilt per step.  ``return_weights=True``
+    returns ``(output, weights)``, this call's own (B, L, S) weights.
     """
 
     def __init__(self, num_hiddens, dropout=0.0, *, query_size=None,
@@ -288,7 +309,7 @@ class AdditiveAttention(nn.Module):
                                _keys_mask(valid_lens, keys))
 
     def forward(self, queries, keys, values, valid_lens=None, *,
-                memory=None):
+                memory=None, return_weights=False):
         if memory is None:
             memory = self.precompute(keys, values)
         else:
@@ -299,9 +320,10 @@ class AdditiveAttention(nn.Module):
         # Every query meets every key: (B, L, 1, H) + (B, 1, S, H).
         features = torch.tanh(q.unsqueeze(2) + projected_keys.unsqueeze(1))
         scores = self.w_v(features).squeeze(-1)  # (B, L, S)
-        self.attention_weights = masked_softmax(scores, valid_lens,
-                                                mask=mask)
-        return self.dropout(self.attention_weights) @ values  # (B, L, v)
+        weights = masked_softmax(scores, valid_lens, mask=mask)
+        self.attention_weights = weights
+        out = self.dropout(weights) @ values  # (B, L, v)
+        return (out, weights) if return_weights else out
 
 
 def _linear(in_features, out_features):
@@ -311,91 +333,10 @@ def _linear(in_features, out_features):
     return nn.Linear(in_features, out_features, bias=False)
 
 
-class MultiHeadAttention(nn.Module):
-    """Multi-head attention: h scaled dot-product heads in parallel.
-
-    Args:
-        num_hiddens: D, the size of the projections and of the output.
-        num_heads: h; must divide ``num_hiddens``.
-        dropout: dropout probability on the attention weights.
-        bias: whether the four projections have a bias.
-        query_size, key_size, value_size: input sizes (default D).
-
-    Shape:
-        queries (B, L, q); keys (B, S, k); values (B, S, v);
-        valid_lens (B,) or (B, L).  Returns (B, L, D).
-        ``attention_weights`` is (B, h, L, S), one map per head.
-
-    ``precompute(keys, values, valid_lens)`` and ``memory`` work as in
-    ``AdditiveAttention``.
-    """
-
-    def __init__(self, num_hiddens, num_heads, dropout=0.0, bias=False,
-                 *, query_size=None, key_size=None, value_size=None):
-        super().__init__()
-        check_int("num_hiddens", num_hiddens)
-        check_int("num_heads", num_heads)
-        if num_hiddens % num_heads:
-            raise ValueError(
-                f"num_heads ({num_heads}) must be a positive divisor of "
-                f"num_hiddens ({num_hiddens}); try num_heads in "
-                f"{[h for h in range(1, 17) if num_hiddens % h == 0]}")
-        self.num_heads = num_heads
-        self.attention = DotProductAttention(dropout)
-        D = num_hiddens
-        self.W_q = nn.Linear(query_size or D, D, bias=bias)
-        self.W_k = nn.Linear(key_size or D, D, bias=bias)
-        self.W_v = nn.Linear(value_size or D, D, bias=bias)
-        self.W_o = nn.Linear(D, D, bias=bias)
-        self.attention_weights = None
-
-    def split_heads(self, X):
-        """(B, T, D) -> (B * h, T, d): fold the heads into the batch."""
-        B, T, D = X.shape
-        X = X.reshape(B, T, self.num_heads, D // self.num_heads)
-        return X.transpose(1, 2).reshape(B * self.num_heads, T, -1)
-
-    def merge_heads(self, X):
-        """(B * h, T, d) -> (B, T, D): the inverse of ``split_heads``."""
-        BH, T, d = X.shape
-        X = X.reshape(BH // self.num_heads, self.num_heads, T, d)
-        # Permute before the final reshape: reshaping the un-permuted
-        # tensor keeps every shape right but mixes query positions.
-        return X.transpose(1, 2).reshape(BH // self.num_heads, T, -1)
-
-    def split_mask(self, mask):
-        """(B, 1 or L, S) -> (B * h, 1 or L, S), like ``split_heads``."""
-        # Every head of an example sees the same valid length.
-        return None if mask is None else \
-            mask.repeat_interleave(self.num_heads, 0)
-
-    def precompute(self, keys, values, valid_lens=None):
-        """Project and split keys and values, build the mask: keys,
-        values (B * h, S, d), mask (B * h, 1 or L, S) or None."""
-        _check_qkv(keys, keys, values)
-        return AttentionMemory(self.split_heads(self.W_k(keys)),
-                               self.split_heads(self.W_v(values)),
-                               self.split_mask(_keys_mask(valid_lens, keys)))
-
-    def forward(self, queries, keys, values, valid_lens=None,
-                need_weights=True, *, memory=None):
-        if memory is None:
-            _check_qkv(queries, keys, values)
-            memory = self.precompute(keys, values)
-        else:
-            _check_memory_call(queries, valid_lens)
-        K, V, mask = memory  # (B * h, S, d) each, (B * h, 1 or L, S)
-        B, L = queries.shape[:2]
-        if K.shape[0] != B * self.num_heads:
-            raise ValueError(
-                f"queries have batch size {B} but keys have "
-                f"{K.shape[0] // self.num_heads}")
-        Q = self.split_heads(self.W_q(queries))  # (B * h, L, d)
-        if valid_lens is not None:  # checked against the scores (B, L, S)
-            mask = self.split_mask(_scores_mask(
-                valid_lens, None, (B, L, K.shape[1]), queries.device))
-        out = self.attention(Q, K, V, None, need_weights, mask=mask)
-        weights = self.attention.attention_weights  # (B * h, L, S)
-        self.attention_weights = None if weights is None else \
-            weights.reshape(B, self.num_heads, L, -1)
-        return self.W_o(self.merge_heads(out))  # (B, L, D)
+def __getattr__(name):
+    # MultiHeadAttention has a module of its own, d2lmini.multihead,
+    # which builds on this one; it is importable from here as before.
+    if name == "MultiHeadAttention":
+        from .multihead import MultiHeadAttention
+        return MultiHeadAttention
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

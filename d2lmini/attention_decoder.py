@@ -7,7 +7,7 @@ Shape legend for every comment and docstring in this module:
 
 It plugs into ``d2lmini.seq2seq.Seq2Seq`` like ``Seq2SeqDecoder`` does,
 with the same methods; the attention is a module of
-``d2lmini.attention`` (additive by default, or multi-head).
+``d2lmini.attention`` (additive by default) or ``d2lmini.multihead``.
 ``src_valid_len`` (B,) is the number of valid source tokens, as in
 ``d2lmini.seq2seq``.
 """
@@ -19,7 +19,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence
 
-from .attention import AdditiveAttention, MultiHeadAttention
+from .attention import AdditiveAttention
+from .multihead import MultiHeadAttention
 from .seq2seq import _pack_ids, init_seq2seq
 
 __all__ = ["AttentionState", "Seq2SeqAttentionDecoder"]
@@ -62,7 +63,11 @@ class Seq2SeqAttentionDecoder(nn.Module):
     Shape:
         ``forward(X, state)``: X (B, T) ids -> logits (B, T, V) and the
         new state.  ``attention_weights`` then lists the T steps'
-        weights, each (B, 1, S), or (B, h, 1, S) for multi-head.
+        weights, each (B, 1, S), or (B, h, 1, S) for multi-head: those
+        of the last call, whichever thread made it.  ``forward(X, state,
+        return_attention=True)`` returns a third value, this call's own
+        attention to the source, (B, T, S) or (B, h, T, S) (None for an
+        attention that keeps no weights).
     """
 
     def __init__(self, vocab_size, embed_size, num_hiddens, num_layers,
@@ -104,13 +109,14 @@ class Seq2SeqAttentionDecoder(nn.Module):
         return AttentionState(outputs, hidden, src_valid_len, memory)
 
     def _attend(self, query, state):
-        """Context (n, D) for the queries (n, D) of the first n rows."""
+        """Context (n, D) and weights (n, 1, S), or (n, h, 1, S), for the
+        queries (n, D) of the first n rows."""
         memory, n = state.memory, len(query)
         if n < len(state.enc_outputs):  # rows whose targets have ended
             memory = _first_rows(memory, n, len(state.enc_outputs))
-        context = self.attention(query.unsqueeze(1), None, None,
-                                 memory=memory)  # (n, 1, D)
-        return context.squeeze(1)
+        context, weights = _attention_call(
+            self.attention, query.unsqueeze(1), memory)  # (n, 1, D)
+        return context.squeeze(1), weights
 
     def _step(self, x, hs):
         """One GRU step through every layer, like nn.GRU does."""
@@ -123,22 +129,31 @@ class Seq2SeqAttentionDecoder(nn.Module):
         return new
 
     def _run(self, embs, hs, state):
-        """Decode step by step; embs: per step (n, E), n not increasing."""
-        outputs, self._attention_weights = [], []
+        """Decode step by step; embs: per step (n, E), n not increasing.
+        Returns the top-layer outputs, the final states and the
+        attention weights of every step."""
+        outputs, weights = [], []
         for x in embs:
             if len(x) < len(hs[0]):
                 hs = [h[:len(x)] for h in hs]  # the rows still running
-            context = self._attend(hs[-1], state)  # (n, D)
+            context, step_weights = self._attend(hs[-1], state)  # (n, D)
             hs = self._step(torch.cat((context, x), dim=-1), hs)
             outputs.append(hs[-1])
-            self._attention_weights.append(self.attention.attention_weights)
-        return outputs, hs
+            weights.append(step_weights)
+        self._attention_weights = weights  # for plotting
+        return outputs, hs, weights
 
-    def forward(self, X, state):
+    def forward(self, X, state, *, return_attention=False):
         embs = self.embedding(X).unbind(1)  # T x (B, E)
-        outputs, hs = self._run(embs, list(state.hidden.unbind(0)), state)
+        outputs, hs, weights = self._run(embs, list(state.hidden.unbind(0)),
+                                         state)
         logits = self.dense(torch.stack(outputs, dim=1))  # (B, T, V)
-        return logits, state._replace(hidden=torch.stack(hs))
+        state = state._replace(hidden=torch.stack(hs))
+        if not return_attention:
+            return logits, state
+        if any(w is None for w in weights):
+            return logits, state, None
+        return logits, state, torch.cat(weights, dim=-2)  # (B, [h,] T, S)
 
     def forward_packed(self, X, state, lengths):
         """Top-layer features at the first ``lengths`` steps of each row.
@@ -151,14 +166,27 @@ class Seq2SeqAttentionDecoder(nn.Module):
         if not isinstance(self.attention,
                           (AdditiveAttention, MultiHeadAttention)):
             # Unknown memory layout: run every row, keep the valid steps.
-            outputs, _ = self._run(self.embedding(X).unbind(1),
-                                   list(state.hidden.unbind(0)), state)
+            outputs, _, _ = self._run(self.embedding(X).unbind(1),
+                                      list(state.hidden.unbind(0)), state)
             return pack_padded_sequence(torch.stack(outputs, dim=1),
                                         lengths.cpu(), batch_first=True).data
         ids, _, sizes = _pack_ids(X, lengths)
         embs = self.embedding(ids).split(sizes)  # T' x (n, E)
-        outputs, _ = self._run(embs, list(state.hidden.unbind(0)), state)
+        outputs, _, _ = self._run(embs, list(state.hidden.unbind(0)),
+                                  state)
         return torch.cat(outputs)  # (N, D)
+
+
+def _attention_call(attention, queries, memory):
+    """The output of ``attention`` for ``queries`` and this call's
+    weights: d2lmini's layers return them; an attention of another kind
+    gives its ``attention_weights`` after the call (None if it has none),
+    which another thread's call may overwrite."""
+    if isinstance(attention, (AdditiveAttention, MultiHeadAttention)):
+        return attention(queries, None, None, memory=memory,
+                         return_weights=True)
+    out = attention(queries, None, None, memory=memory)
+    return out, getattr(attention, "attention_weights", None)
 
 
 def _first_rows(memory, n, B):

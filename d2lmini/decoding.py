@@ -8,6 +8,10 @@ Shape legend for every comment and docstring in this module:
 included), as in ``d2lmini.seq2seq``.
 """
 
+import contextlib
+import functools
+import inspect
+import threading
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -44,6 +48,57 @@ def _step_weights(decoder):
     if hasattr(decoder, "attention_weights"):
         return decoder.attention_weights[-1]
     return None
+
+
+def _stepper(decoder):
+    """``step(Y, state) -> (logits, state, weights)``: one decoding step
+    and its attention to the source, (B, 1, S) or (B, h, 1, S), or None.
+
+    d2lmini's decoders with attention return the weights of the call
+    (``return_attention=True``), so that calls in other threads cannot
+    change them; a decoder of another kind is read after the call.
+    """
+    forward = inspect.signature(decoder.forward).parameters
+    if "return_attention" in forward:
+        return functools.partial(decoder, return_attention=True)
+
+    def step(Y, state):
+        logits, state = decoder(Y, state)
+        return logits, state, _step_weights(decoder)
+    return step
+
+
+# module -> [decoding calls running, its mode before the first of them]
+_EVAL_CALLS = {}
+_EVAL_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _eval_mode(model):
+    """Run the block with every submodule of ``model`` in eval mode, then
+    give each its own train/eval mode back.
+
+    Calls that overlap (threads decoding one model, or two models that
+    share a module) share the switch: the first one saves a module's
+    mode, the last one restores it, so that no call runs with a mode
+    that another has restored, and a model in train mode ends in train
+    mode.
+    """
+    modules = list(model.modules())
+    with _EVAL_LOCK:
+        for m in modules:
+            _EVAL_CALLS.setdefault(m, [0, m.training])[0] += 1
+            m.training = False
+    try:
+        yield
+    finally:
+        with _EVAL_LOCK:
+            for m in modules:
+                entry = _EVAL_CALLS[m]
+                entry[0] -= 1
+                if entry[0] == 0:
+                    del _EVAL_CALLS[m]
+                    m.training = entry[1]
 
 
 def _check_decode_args(src, src_valid_len, bos, eos, max_len):
@@ -106,7 +161,9 @@ def greedy_decode(model, src, src_valid_len, bos, eos, max_len, *,
 
     Runs in eval mode under ``torch.no_grad()`` and then restores every
     submodule's train/eval mode.  Stops early once every sentence has
-    emitted ``<eos>``.
+    emitted ``<eos>``.  Threads may decode with one model at once: each
+    call keeps its own attention weights, and the modes come back when
+    the last call ends.
 
     The attention's keys and padding mask are built once, in the
     decoder's ``init_state``, not at every step; a Transformer decoder
@@ -137,35 +194,29 @@ def greedy_decode(model, src, src_valid_len, bos, eos, max_len, *,
             f"{tuple(src.shape)}, got "
             f"{getattr(attend, 'dtype', type(attend).__name__)} "
             f"{tuple(getattr(attend, 'shape', ()))}")
-    modes = [(m, m.training) for m in model.modules()]
     device = next(model.parameters()).device
     src = src.to(device)
     if src_valid_len is not None:
         src_valid_len = src_valid_len.to(device)
-    model.eval()
-    try:
-        with torch.no_grad():
-            state = model.decoder.init_state(
-                model.encoder(src, src_valid_len), src_valid_len)
-            if attend is not None:
-                state = _restrict_attention(state, attend.to(device))
-            Y = torch.full((len(src), 1), bos, device=device)  # (B, 1)
-            done = torch.zeros(len(src), dtype=torch.bool, device=device)
-            outputs, weights = [], []
-            for _ in range(max_len):
-                logits, state = model.decoder(Y, state)  # (B, 1, V)
-                Y = logits.argmax(dim=-1)  # (B, 1)
-                outputs.append(Y[:, 0])
-                step = _step_weights(model.decoder)
-                if step is not None:
-                    # (B, 1, S) or (B, h, 1, S) -> (B, S) or (B, h, S)
-                    weights.append(step.squeeze(-2))
-                done |= Y[:, 0] == eos
-                if done.all():
-                    break
-    finally:
-        for m, training in modes:
-            m.training = training
+    with _eval_mode(model), torch.no_grad():
+        state = model.decoder.init_state(
+            model.encoder(src, src_valid_len), src_valid_len)
+        if attend is not None:
+            state = _restrict_attention(state, attend.to(device))
+        Y = torch.full((len(src), 1), bos, device=device)  # (B, 1)
+        done = torch.zeros(len(src), dtype=torch.bool, device=device)
+        outputs, weights = [], []
+        decode_step = _stepper(model.decoder)
+        for _ in range(max_len):
+            logits, state, step = decode_step(Y, state)  # (B, 1, V)
+            Y = logits.argmax(dim=-1)  # (B, 1)
+            outputs.append(Y[:, 0])
+            if step is not None:
+                # (B, 1, S) or (B, h, 1, S) -> (B, S) or (B, h, S)
+                weights.append(step.squeeze(-2))
+            done |= Y[:, 0] == eos
+            if done.all():
+                break
     ids = torch.stack(outputs, dim=1).tolist()  # (B, steps)
     if weights:  # (B, steps, S) or (B, h, steps, S)
         weights = torch.stack(weights, dim=-2).cpu()

@@ -3,7 +3,7 @@
 Post-norm blocks as in Vaswani et al. (2017) and PyTorch's
 ``nn.TransformerEncoderLayer`` / ``nn.TransformerDecoderLayer`` with
 ``norm_first=False``: each sublayer is followed by a residual connection
-and layer normalization.  Attention is ``d2lmini.attention``'s
+and layer normalization.  Attention is ``d2lmini.multihead``'s
 ``MultiHeadAttention`` (with biases, as PyTorch's); padding is given by
 valid lengths, and the decoder's causal mask is the 2-D ``valid_lens`` of
 ``masked_softmax`` (query t sees keys 0..t), not a second mechanism.
@@ -23,7 +23,8 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
-from .attention import AttentionMemory, MultiHeadAttention, valid_mask
+from .attention import AttentionMemory, _check_valid_lens, valid_mask
+from .multihead import MultiHeadAttention
 from .seq2seq import _check_sorted
 from .utils import check_int
 
@@ -149,7 +150,8 @@ class TransformerDecoderBlock(nn.Module):
     projecting the encoder outputs again at every step (then
     ``enc_outputs`` and ``enc_valid_lens`` are not used).  Returns
     ``(output, new_cache)``: the cache grown by X's steps, which the
-    next step passes back.
+    next step passes back; with ``return_weights=True`` also this
+    call's cross-attention weights (B, h, T, S).
     """
 
     def __init__(self, num_hiddens, ffn_num_hiddens, num_heads,
@@ -192,7 +194,7 @@ class TransformerDecoderBlock(nn.Module):
         return new, new._replace(mask=mask)
 
     def forward(self, X, enc_outputs, enc_valid_lens=None, cache=None, *,
-                memory=None):
+                memory=None, return_weights=False):
         _check_features(X, self.num_hiddens)
         if memory is None:
             _check_features(enc_outputs, self.num_hiddens, "enc_outputs")
@@ -201,9 +203,11 @@ class TransformerDecoderBlock(nn.Module):
         cache, masked = self._self_memory(X, cache)
         Y = self.addnorm1(X, self.self_attention(X, None, None,
                                                  memory=masked))
-        Z = self.addnorm2(Y, self.cross_attention(Y, None, None,
-                                                  memory=memory))
-        return self.addnorm3(Z, self.ffn(Z)), cache
+        attended, weights = self.cross_attention(Y, None, None, memory=memory,
+                                                 return_weights=True)
+        Z = self.addnorm2(Y, attended)
+        out = self.addnorm3(Z, self.ffn(Z))
+        return (out, cache, weights) if return_weights else (out, cache)
 
 
 class TransformerState(NamedTuple):
@@ -224,9 +228,10 @@ def copy_from_pytorch(block, layer):
     ``block`` is a ``TransformerEncoderBlock`` (``layer`` an
     ``nn.TransformerEncoderLayer``) or a ``TransformerDecoderBlock``
     (``nn.TransformerDecoderLayer``); the layer must be post-norm
-    (``norm_first=False``) with ReLU and the block's sizes.  Then both
-    compute the same function, which is how the tests and the
-    Transformer section check this module.
+    (``norm_first=False``) with ReLU, the block's sizes and its layer
+    norm's eps.  Then both compute the same function, which is how the
+    tests and the Transformer section check this module.  A layer built
+    with ``bias=False`` has no biases: the block's are set to zeros.
     """
     pairs = {TransformerEncoderBlock: (nn.TransformerEncoderLayer,
                                        ("attention", "self_attn")),
@@ -245,26 +250,43 @@ def copy_from_pytorch(block, layer):
              layer.self_attn.num_heads)
     relu = layer.activation is torch.nn.functional.relu or \
         isinstance(layer.activation, nn.ReLU)
-    if layer.norm_first or not relu or sizes != want:
+    norms = [m.ln for m in block.children() if isinstance(m, AddNorm)]
+    eps, their_eps = norms[0].eps, layer.norm1.eps
+    if layer.norm_first or not relu or sizes != want or their_eps != eps:
         raise ValueError(
-            f"the layer must be post-norm (norm_first=False) with ReLU and "
-            f"(d_model, dim_feedforward, nhead) = {want}, got "
-            f"norm_first={layer.norm_first}, ReLU {relu}, {sizes}")
-    norms = [m for m in block.children() if isinstance(m, AddNorm)]
+            f"the layer must be post-norm (norm_first=False) with ReLU, "
+            f"(d_model, dim_feedforward, nhead) = {want} and "
+            f"layer_norm_eps {eps}, got norm_first={layer.norm_first}, "
+            f"ReLU {relu}, {sizes}, layer_norm_eps {their_eps}")
+    copies = [(block.ffn.dense1, layer.linear1),
+              (block.ffn.dense2, layer.linear2),
+              *((norm, getattr(layer, f"norm{i}"))
+                for i, norm in enumerate(norms, 1))]
     with torch.no_grad():
         for ours, theirs in attentions:
             a, t = getattr(block, ours), getattr(layer, theirs)
+            biases = [None] * 3 if t.in_proj_bias is None else \
+                t.in_proj_bias.chunk(3)
             for lin, w, b in zip((a.W_q, a.W_k, a.W_v),
-                                 t.in_proj_weight.chunk(3),
-                                 t.in_proj_bias.chunk(3)):
-                lin.weight.copy_(w)
-                lin.bias.copy_(b)
-            a.W_o.load_state_dict(t.out_proj.state_dict())
-        block.ffn.dense1.load_state_dict(layer.linear1.state_dict())
-        block.ffn.dense2.load_state_dict(layer.linear2.state_dict())
-        for i, norm in enumerate(norms, 1):
-            norm.ln.load_state_dict(getattr(layer, f"norm{i}").state_dict())
+                                 t.in_proj_weight.chunk(3), biases):
+                _copy_affine(lin, w, b)
+            _copy_affine(a.W_o, t.out_proj.weight, t.out_proj.bias)
+        for ours, theirs in copies:
+            _copy_affine(ours, theirs.weight, theirs.bias)
     return block
+
+
+def _copy_affine(ours, weight, bias):
+    """Copy into ``ours`` (an ``nn.Linear`` or ``nn.LayerNorm`` with a
+    bias) ``weight`` and ``bias``; no bias (None) is a zero bias."""
+    if ours.weight.shape != weight.shape:
+        raise ValueError(f"cannot copy a {tuple(weight.shape)} weight into "
+                         f"{tuple(ours.weight.shape)}")
+    ours.weight.copy_(weight)
+    if bias is None:
+        ours.bias.zero_()
+    else:
+        ours.bias.copy_(bias)
 
 
 class _Stack(nn.Module):
@@ -297,7 +319,8 @@ class _Stack(nn.Module):
 class TransformerEncoder(_Stack):
     """Embeddings, positions and ``num_blks`` encoder blocks.
 
-    ``forward(X, valid_lens)``: ids X (B, S) -> (B, S, D).
+    ``forward(X, valid_lens)``: ids X (B, S) -> (B, S, D); valid_lens
+    (B,) or None, each at most S (a ValueError otherwise).
     ``attention_weights[i]`` is block i's (B, h, S, S).
     """
 
@@ -313,6 +336,10 @@ class TransformerEncoder(_Stack):
 
     def forward(self, X, valid_lens=None):
         H = self._embed(X)
+        if valid_lens is not None:  # checked once, as the attention does
+            B, S = X.shape
+            valid_lens = _check_valid_lens(valid_lens, (B, S, S), H.device,
+                                           at_most_s=True)
         for blk in self.blks:
             H = blk(H, valid_lens)
         return H
@@ -326,7 +353,9 @@ class TransformerDecoder(_Stack):
     ``TransformerState`` with empty caches; ``forward(X, state)`` takes
     the next steps X (B, T) (the whole target when training, one step at
     a time when decoding) and returns logits (B, T, V) and the state
-    with the blocks' caches grown by T.
+    with the blocks' caches grown by T; with ``return_attention=True``
+    also this call's own attention to the source, the last block's
+    cross-attention (B, h, T, S), which no other thread's call changes.
     """
 
     def __init__(self, vocab_size, num_hiddens, ffn_num_hiddens, num_heads,
@@ -338,6 +367,12 @@ class TransformerDecoder(_Stack):
 
     def init_state(self, enc_outputs, enc_valid_lens=None):
         _check_features(enc_outputs, self.num_hiddens, "enc_outputs")
+        if enc_valid_lens is not None:  # as the cross-attention, and <= S
+            lens = torch.as_tensor(enc_valid_lens)
+            B, S = enc_outputs.shape[:2]
+            L = lens.shape[1] if lens.dim() == 2 else 1
+            enc_valid_lens = _check_valid_lens(
+                lens, (B, L, S), enc_outputs.device, at_most_s=True)
         memories = [blk.cross_attention.precompute(
             enc_outputs, enc_outputs, enc_valid_lens) for blk in self.blks]
         return TransformerState(enc_outputs, enc_valid_lens, memories,
@@ -358,18 +393,28 @@ class TransformerDecoder(_Stack):
         return self.blks[-1].cross_attention.attention_weights
 
     def _features(self, X, state):
+        """The top block's features (B, T, D) and the new state."""
+        H, state, _ = self._blocks(X, state)
+        return H, state
+
+    def _blocks(self, X, state):
+        """``_features`` and this call's last cross-attention weights
+        (B, h, T, S)."""
         first = state.caches[0]
         H = self._embed(X, offset=0 if first is None else
                         first.keys.shape[1])
         caches = []
         for blk, memory, cache in zip(self.blks, state.memories,
                                       state.caches):
-            H, cache = blk(H, None, cache=cache, memory=memory)
+            H, cache, weights = blk(H, None, cache=cache, memory=memory,
+                                    return_weights=True)
             caches.append(cache)
-        return H, state._replace(caches=caches)
+        return H, state._replace(caches=caches), weights
 
-    def forward(self, X, state):
-        H, state = self._features(X, state)
+    def forward(self, X, state, *, return_attention=False):
+        H, state, weights = self._blocks(X, state)
+        if return_attention:
+            return self.dense(H), state, weights
         return self.dense(H), state
 
     def forward_packed(self, X, state, lengths):

@@ -135,6 +135,22 @@ def test_gradient_is_zero_at_masked_positions_and_finite():
     assert (X.grad[0] == 0).all() and (X.grad[1, :, 2:] == 0).all()
 
 
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+def test_a_valid_score_at_the_fill_value_is_still_normalised(dtype):
+    """Masking goes by position: a valid score at the dtype's minimum
+    gets all the weight, whatever the masked scores are."""
+    low = torch.finfo(dtype).min
+    X = torch.tensor([[[low, 0.0, 0.0], [0.0, 0.0, 0.0]]], dtype=dtype)
+    expected = torch.tensor([[[1.0, 0.0, 0.0], [0.5, 0.5, 0.0]]],
+                            dtype=dtype)
+    lens = torch.tensor([[1, 2]])
+    torch.testing.assert_close(masked_softmax(X, lens), expected)
+    torch.testing.assert_close(masked_softmax(X, mask=valid_mask(lens, 3)),
+                               expected)
+    torch.testing.assert_close(
+        masked_softmax(X[:, :1], torch.tensor([1])), expected[:, :1])
+
+
 # masked_softmax: bad input --------------------------------------------------
 
 @pytest.mark.parametrize("X, lens, message", [
@@ -504,6 +520,52 @@ def test_multihead_errors():
     with pytest.raises(ValueError, match="does not match"):
         mha(torch.randn(2, 3, 8), torch.randn(2, 4, 8), torch.randn(2, 4, 8),
             torch.ones(2, 4))
+
+
+@pytest.mark.parametrize("kind", ["dot", "additive", "multihead"])
+def test_return_weights_gives_the_calls_own_weights(kind):
+    layer = {"dot": DotProductAttention(),
+             "additive": make_layer("additive"),
+             "multihead": make_layer("multihead")}[kind]
+    q, kv, lens = torch.randn(2, 3, 8), torch.randn(2, 5, 8), \
+        torch.tensor([5, 2])
+    out, weights = layer(q, kv, kv, lens, return_weights=True)
+    assert weights is layer.attention_weights
+    torch.testing.assert_close(out, layer(q, kv, kv, lens))
+    assert (weights[1, ..., 2:] == 0).all()
+    if kind != "additive":  # the fused kernel keeps no weights
+        fused, none = layer(q, kv, kv, lens, False, return_weights=True)
+        assert none is None
+        torch.testing.assert_close(fused, out)
+
+
+def test_threads_calling_one_multihead_layer_get_their_own_weights():
+    """The layer's attention_weights is shared; what a call returns is
+    its own, also while other threads call the layer with other
+    batch sizes."""
+    import threading
+    mha = make_layer("multihead")
+    inputs = [torch.randn(B, 4, 8) for B in (1, 2, 3, 5)]
+    expected = [mha(X, X, X, return_weights=True) for X in inputs]
+    start, errors = threading.Barrier(len(inputs)), []
+
+    def work(X, want):
+        try:
+            start.wait()
+            for _ in range(200):
+                got = mha(X, X, X, return_weights=True)
+                for a, b in zip(got, want, strict=True):
+                    torch.testing.assert_close(a, b)
+        except Exception as error:  # noqa: BLE001 (reported below)
+            errors.append(error)
+
+    threads = [threading.Thread(target=work, args=pair)
+               for pair in zip(inputs, expected)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors
 
 
 def test_self_attention_is_permutation_equivariant():

@@ -243,3 +243,57 @@ def test_attend_rejects_a_mask_of_the_wrong_shape_or_type(copy_model):
                 torch.ones_like(src)):
         with pytest.raises(ValueError, match="attend must be a bool"):
             greedy_decode(copy_model, src, lens, BOS, EOS, 9, attend=bad)
+
+
+def make_concurrent_model(kind):
+    """A model with dropout, in train mode, for the thread test."""
+    if kind != "transformer":
+        return make_model(kind, dropout=0.3).train()
+    from d2lmini.seq2seq import Seq2Seq
+    from d2lmini.transformer import TransformerDecoder, TransformerEncoder
+    torch.manual_seed(0)
+    return Seq2Seq(TransformerEncoder(V, 16, 24, 4, 2, dropout=0.3),
+                   TransformerDecoder(V, 16, 24, 4, 2, dropout=0.3),
+                   tgt_pad=PAD).train()
+
+
+@pytest.mark.parametrize("kind", ["additive", "multihead", "transformer"])
+def test_threads_decoding_one_model_equal_one_thread(kind):
+    """Each call keeps its own attention weights and modes: threads that
+    decode batches of different sizes at once get what one thread gets,
+    and the model in train mode stays in train mode."""
+    import threading
+    model = make_concurrent_model(kind)
+    model.encoder.eval()  # a mixed state must come back as it was
+    before = [m.training for m in model.modules()]
+    batches = [copy_batch(torch.Generator().manual_seed(i), B=B)
+               for i, B in enumerate((1, 3, 5, 8))]
+    expected = [greedy_decode(model, src, lens, BOS, EOS, max_len=7)
+                for src, _, lens, _ in batches]
+    assert [m.training for m in model.modules()] == before
+    start, errors = threading.Barrier(len(batches)), []
+    got = [[] for _ in batches]
+
+    def work(i):
+        src, _, lens, _ = batches[i]
+        try:
+            start.wait()
+            for _ in range(15):
+                got[i].append(greedy_decode(model, src, lens, BOS, EOS,
+                                            max_len=7))
+        except Exception as error:  # noqa: BLE001 (reported below)
+            errors.append(error)
+
+    threads = [threading.Thread(target=work, args=(i,))
+               for i in range(len(batches))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors
+    assert [m.training for m in model.modules()] == before
+    for runs, want in zip(got, expected, strict=True):
+        for run in runs:
+            for d, e in zip(run, want, strict=True):
+                assert d.ids == e.ids and d.finished == e.finished
+                torch.testing.assert_close(d.attention, e.attention)

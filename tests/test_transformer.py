@@ -181,6 +181,56 @@ def test_copy_from_pytorch_refuses_what_it_cannot_copy():
             copy_from_pytorch(TransformerEncoderBlock(D, FFN, H), layer)
 
 
+@pytest.mark.parametrize("kind", ["encoder", "decoder"])
+def test_copy_from_pytorch_copies_a_layer_without_biases(kind):
+    """bias=False: our biases become zeros, the function stays the same."""
+    torch.manual_seed(4)
+    X, lens, padding = padded_batch(torch.Generator().manual_seed(4))
+    if kind == "encoder":
+        theirs = nn.TransformerEncoderLayer(D, H, FFN, dropout=0.0,
+                                            batch_first=True, bias=False)
+        ours = copy_from_pytorch(TransformerEncoderBlock(D, FFN, H), theirs)
+        a, b = ours(X, lens), theirs(X, src_key_padding_mask=padding)
+        a, b = a[~padding], b[~padding]
+    else:
+        theirs = nn.TransformerDecoderLayer(D, H, FFN, dropout=0.0,
+                                            batch_first=True, bias=False)
+        ours = copy_from_pytorch(TransformerDecoderBlock(D, FFN, H), theirs)
+        Y = torch.randn(3, 5, D)
+        causal = nn.Transformer.generate_square_subsequent_mask(5)
+        a = ours(Y, X, lens)[0]
+        b = theirs(Y, X, tgt_mask=causal, memory_key_padding_mask=padding)
+    torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+    biases = [p for name, p in ours.named_parameters()
+              if name.endswith("bias")]
+    assert biases and all((p == 0).all() for p in biases)
+
+
+def test_copy_from_pytorch_refuses_another_layer_norm_eps():
+    theirs = nn.TransformerEncoderLayer(D, H, FFN, layer_norm_eps=1e-3)
+    with pytest.raises(ValueError, match=re.escape("layer_norm_eps 0.001")):
+        copy_from_pytorch(TransformerEncoderBlock(D, FFN, H), theirs)
+
+
+@pytest.mark.parametrize("lens, words", [
+    (torch.tensor([3, 5]), "at most S = 4"),
+    (torch.tensor([[1, 2, 3, 4], [1, 2, 3, 9]]), "[9]"),
+    (torch.tensor([3, -1]), ">= 0"),
+    (torch.tensor([3, 2, 1]), "does not match"),
+])
+def test_the_encoder_refuses_valid_lens_that_do_not_fit_the_source(lens,
+                                                                   words):
+    encoder = TransformerEncoder(7, D, FFN, H, 1)
+    decoder = TransformerDecoder(7, D, FFN, H, 1)
+    with pytest.raises(ValueError, match=re.escape(words)):
+        encoder(torch.ones(2, 4, dtype=torch.long), lens)
+    with pytest.raises(ValueError, match=re.escape(words)):
+        decoder.init_state(torch.zeros(2, 4, D), lens)
+    torch.testing.assert_close(  # S itself is the whole source
+        encoder(torch.ones(2, 4, dtype=torch.long), torch.tensor([4, 2])),
+        encoder(torch.ones(2, 4, dtype=torch.long), torch.tensor([4.0, 2])))
+
+
 @pytest.mark.parametrize("make, call, words", [
     (lambda: TransformerEncoderBlock(D, FFN, 3), None, "divisor"),
     (lambda: PositionalEncoding(7), None, "even"),
