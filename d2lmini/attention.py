@@ -154,13 +154,16 @@ def masked_softmax(X, valid_lens=None, *, mask=None):
     # Broadcast over any axes between batch and queries (e.g. heads).
     mask = mask.view(mask.shape[:1] + (1,) * (X.dim() - 3)
                      + mask.shape[1:]) if X.dim() > 2 else mask[:, 0]
-    # Masked keys get -inf, so exp gives them exactly 0 whatever the
-    # valid scores are (with a finite fill, a valid score at the fill
-    # would share its weight with them).  A row without a valid key is
-    # then nan (a softmax of -inf only), and the second fill sets it to
-    # exact zeros, which also gives its scores a zero gradient.
+    # Masked keys get the dtype's lowest value and valid scores are kept
+    # above half of it, so exp gives the masked keys exactly 0 whatever
+    # the valid scores are (a valid score equal to a plain fill would
+    # share its weight with them), and no inf or nan arises on the way.
+    # A row without a valid key comes out uniform, and the second fill
+    # sets it to exact zeros, which also gives its scores a zero gradient.
+    low = torch.finfo(scores.dtype).min
     masked = ~mask
-    weights = F.softmax(scores.masked_fill(masked, -math.inf), dim=-1)
+    weights = F.softmax(torch.where(mask, scores.clamp_min(low / 2), low),
+                        dim=-1)
     return weights.masked_fill(masked, 0.0).to(X.dtype)
 
 

@@ -1,6 +1,8 @@
 """Tests of d2lmini.attention, checked against PyTorch's own layers."""
 
 
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -149,6 +151,22 @@ def test_a_valid_score_at_the_fill_value_is_still_normalised(dtype):
                                expected)
     torch.testing.assert_close(
         masked_softmax(X[:, :1], torch.tensor([1])), expected[:, :1])
+
+
+def test_masking_makes_no_inf_or_nan_even_in_the_backward_pass():
+    """A row with no valid key, or only valid scores of -inf: anomaly
+    detection (which raises on a nan in any backward step) stays quiet,
+    and the gradient is finite."""
+    X = torch.tensor([[[0.5, -1.0, 2.0], [-math.inf, -math.inf, 1.0]]],
+                     requires_grad=True)
+    with torch.autograd.detect_anomaly(check_nan=True):
+        weights = masked_softmax(X, torch.tensor([[0, 2]]))
+        (weights * torch.arange(3.0)).sum().backward()
+    assert torch.isfinite(weights).all() and torch.isfinite(X.grad).all(), (
+        weights, X.grad)
+    assert weights[0, 0].eq(0).all() and X.grad[0, 0].eq(0).all(), (
+        weights, X.grad)
+    torch.testing.assert_close(weights[0, 1], torch.tensor([0.5, 0.5, 0.0]))
 
 
 # masked_softmax: bad input --------------------------------------------------
