@@ -8,8 +8,10 @@ argument, the directory named by ``$D2LMINI_DATA_DIR``, the per-user
 cache ``$XDG_CACHE_HOME/d2lmini`` (or ``~/.cache/d2lmini``); it
 downloads it into the cache only when it is in none of them, verified
 and written atomically.  ``read_pairs`` checks the archive and returns
-its preprocessed ``(english, french)`` pairs.  This module knows no
-vocabulary, tensor or model: ``d2lmini.data`` builds batches on it.
+its ``(english, french)`` pairs, preprocessed by ``d2lmini.tokenizer``'s
+rule (``preprocess`` and ``tokenize``, whose names this module offers
+too), which the page follows for what a reader types.  This module knows
+no vocabulary, tensor or model: ``d2lmini.data`` builds batches on it.
 Every redirect hop is checked before it is requested, and a download
 or ``fra.txt`` larger than ``MAX_DOWNLOAD_BYTES`` or ``MAX_TEXT_BYTES``
 is refused before it fills the disk or the memory.
@@ -19,19 +21,27 @@ import functools
 import hashlib
 import http.client
 import os
-import re
 import urllib.error
 import urllib.parse
 import urllib.request
 import zipfile
 from pathlib import Path, PurePosixPath
 
+from .tokenizer import (
+    APOSTROPHES,
+    DOUBLE_QUOTES,
+    FOLDED_BELOW,
+    WHITESPACE,
+    preprocess,
+    tokenize,
+)
 from .utils import atomic_write
 
 __all__ = [
     "ARCHIVE_NAME", "ARCHIVE_SHA1", "DATA_URL", "ENV_VAR", "FRA_SHA256",
     "MAX_DOWNLOAD_BYTES", "MAX_TEXT_BYTES", "MEMBER", "ChecksumError",
     "CorpusNotFoundError", "DownloadError", "UnsafeArchiveError",
+    "APOSTROPHES", "DOUBLE_QUOTES", "FOLDED_BELOW", "WHITESPACE",
     "cache_dir", "download_archive", "locate_archive", "parse_pairs",
     "preprocess", "read_pairs", "tokenize",
 ]
@@ -241,25 +251,6 @@ def locate_archive(root=None, *, download=True, url=None,
         raise _not_found(places, url, e) from e
 
 
-_PUNCT_NO_SPACE = re.compile(r"(?<=[^ ])([,.!?])")
-
-
-def preprocess(text):
-    """d2l's preprocessing: non-breaking spaces to spaces, lower case,
-    and a space before each ``,.!?`` that has none.
-
-    >>> preprocess("Va\\u202f! I won.")
-    'va ! i won .'
-    """
-    text = text.replace("\u202f", " ").replace("\xa0", " ").lower()
-    return _PUNCT_NO_SPACE.sub(r" \1", text)
-
-
-def tokenize(sentence):
-    """Split a preprocessed sentence at whitespace (no ``<eos>``)."""
-    return sentence.split()
-
-
 def parse_pairs(text):
     """Preprocess a whole ``fra.txt`` and split it into pairs.
 
@@ -277,7 +268,9 @@ def parse_pairs(text):
             continue
         fields = line.split("\t")
         if len(fields) in (2, 3):
-            eng, fra = (" ".join(f.split()) for f in fields[:2])
+            # preprocess left no whitespace but spaces in a field
+            eng, fra = (" ".join(filter(None, f.split(" ")))
+                        for f in fields[:2])
             if eng and fra:
                 pairs.append((eng, fra))
                 continue

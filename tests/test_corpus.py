@@ -13,8 +13,6 @@ import threading
 import zipfile
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from d2lmini import corpus, data
 
@@ -100,28 +98,13 @@ def files_under(path):
                   if p.is_file())
 
 
-# Preprocessing ------------------------------------------------------------
+# Parsing fra.txt --------------------------------------------------------
 
-@pytest.mark.parametrize("raw, expected", [
-    ("Go.", "go ."),
-    ("Cours\u202f!", "cours !"),  # narrow no-break space
-    ("Salut\xa0!", "salut !"),  # no-break space
-    ("Hello, Tom! Ready? Yes.", "hello , tom ! ready ? yes ."),
-    ("Wait...", "wait . . ."),
-    ("already spaced !", "already spaced !"),
-    ("!Start", "!start"),  # nothing before it: no space added
-    ("J'ai PEUR", "j'ai peur"),  # apostrophes stay inside tokens
-])
-def test_preprocess(raw, expected):
-    assert corpus.preprocess(raw) == expected
-    assert corpus.tokenize(expected) == expected.split()
-
-
-@settings(max_examples=50, deadline=None)
-@given(st.text(alphabet="aB ,.!?\xa0\u202f'"))
-def test_preprocess_is_idempotent(text):
-    once = corpus.preprocess(text)
-    assert corpus.preprocess(once) == once
+def test_parse_pairs_reads_typographic_apostrophes_as_ascii():
+    pairs, _ = corpus.parse_pairs("I\u2019m home.\tJe suis chez moi.\n"
+                                  "Tom\u2019s.\tC\u2019est \xe0 Tom.\n")
+    assert pairs == [("i'm home .", "je suis chez moi ."),
+                     ("tom's .", "c'est \xe0 tom .")]
 
 
 def test_parse_pairs_columns_and_skips():

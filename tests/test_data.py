@@ -22,45 +22,6 @@ REAL_DIR = os.environ.get(corpus.ENV_VAR)  # read before tests clear it
 pytestmark = pytest.mark.usefixtures("offline")
 
 
-# Vocab --------------------------------------------------------------------
-
-def test_vocab_ids_are_reserved_then_by_frequency():
-    vocab = data.Vocab([["b", "a", "c"], ["a", "b"], "a", "d"], min_freq=2)
-    assert vocab.idx_to_token == ["<pad>", "<bos>", "<eos>", "<unk>",
-                                  "a", "b"]  # a: 3, b: 2; c, d: 1
-    assert (vocab.pad, vocab.bos, vocab.eos, vocab.unk) == (0, 1, 2, 3)
-    assert len(vocab) == 6 and "c" not in vocab
-    assert vocab[["a", "c", "zzz"]] == [4, 3, 3]  # unknown -> <unk>
-    assert vocab.to_tokens(torch.tensor([4, 5, 2])) == ["a", "b", "<eos>"]
-    assert data.Vocab(["x", "y"], min_freq=1)["y"] == 5  # ties: a-z
-
-
-def test_vocab_is_deterministic_and_round_trips():
-    sentences = [s.split() for s in ("the cat sat", "the dog sat",
-                                     "a cat ran", "a dog ran")]
-    one = data.Vocab(sentences, min_freq=1)
-    two = data.Vocab(list(reversed(sentences)), min_freq=1)
-    assert one.idx_to_token == two.idx_to_token
-    for s in sentences:
-        assert one.to_tokens(one[s]) == s
-
-
-def test_vocab_extra_reserved_and_errors():
-    vocab = data.Vocab(["a"], 1, reserved_tokens=[*data.RESERVED_TOKENS,
-                                                   "<sep>"])
-    assert vocab["<sep>"] == 4 and vocab["a"] == 5
-    with pytest.raises(TypeError, match="text.split"):
-        data.Vocab("a b c")
-    with pytest.raises(ValueError, match="<unk>"):
-        data.Vocab(["a"], reserved_tokens=["<pad>", "<bos>", "<eos>"])
-    with pytest.raises(ValueError, match="min_freq"):
-        data.Vocab(["a"], min_freq=0)
-    with pytest.raises(ValueError, match="not in the vocabulary"):
-        vocab.to_tokens(99)
-    with pytest.raises(TypeError, match="list of tokens"):
-        vocab[3]
-
-
 # MTFraEng on a small synthetic corpus --------------------------------------
 
 def synthetic_pairs(num_sources=40):
@@ -200,6 +161,23 @@ def test_build_references_and_describe():
     assert [r[0] for r in rows] == ["tom", "zebra", "!", "<eos>",
                                     "<pad>", "<pad>"]
     assert rows[1][1:] == (d.src_vocab.unk, "<unk>")
+
+
+def test_typed_sentences_are_read_as_the_corpus_writes_them():
+    """Point 12: a phone's apostrophe, a combining accent and a pasted
+    byte-order mark give the corpus's tokens, in build (what
+    d2lmini.decoding.translate encodes), tokens and references."""
+    d = data.MTFraEng(2, num_steps=6, num_train=2, num_val=0, min_freq=1,
+                      pairs=[("I'm home.", "Je suis chez moi."),
+                             ("Caf\xe9!", "Caf\xe9 !")])
+    typed = ["\ufeffI\u2019m home.", "Cafe\u0301!"]
+    assert [d.tokens(s) for s in typed] == [["i'm", "home", "."],
+                                            ["caf\xe9", "!"]]
+    assert torch.equal(d.build(typed)[0],
+                       d.build(["i'm home .", "caf\xe9 !"])[0])
+    assert d.src_vocab.unk not in d.build(typed)[0].tolist()
+    assert d.references("I\u2019m home.") == ["je suis chez moi ."]
+    assert d.splits_of("Cafe\u0301!") == ("train",)
 
 
 def test_bucketed_batches_are_trimmed_and_cover_the_split():

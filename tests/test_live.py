@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 import torch
 
-from d2lmini import seq2seq
+from d2lmini import corpus, seq2seq
 from d2lmini.attention import MultiHeadAttention
 from d2lmini.attention_decoder import Seq2SeqAttentionDecoder
 from d2lmini.cache import Run, fingerprint
@@ -1007,10 +1007,11 @@ def test_live_js_is_the_parts_of_d2lmini_js_in_one_function(tmp_path):
     for name in JS_PARTS:
         subprocess.run([node, "--check", str(JS_DIR / name)], check=True)
     assert run_node(tmp_path, NODE_NAMES, None) == sorted([
-        "MANIFEST_FORMAT", "expectedTensors", "extent", "loadModel",
-        "makeModel", "manifestProblems", "maskedSoftmaxRow", "mountAll",
-        "nadarayaWatson", "positionalEncoding", "readSource", "tokenize",
-        "translate", "viridis", "weightsStatement"])
+        "MANIFEST_FORMAT", "TEXT_RULES", "expectedTensors", "extent",
+        "loadModel", "makeModel", "manifestProblems", "maskedSoftmaxRow",
+        "mountAll", "nadarayaWatson", "positionalEncoding", "preprocess",
+        "readSource", "tokenize", "translate", "viridis",
+        "weightsStatement"])
 
 
 def test_live_js_refuses_a_wrapper_without_its_parts_line(tmp_path,
@@ -1036,3 +1037,111 @@ def test_the_package_ships_every_file_of_the_script():
     globs = setup["package-data"]["d2lmini.js"]
     for path in JS_DIR.iterdir():
         assert any(fnmatch.fnmatch(path.name, g) for g in globs), path.name
+
+
+
+# ---- what the reader types: one rule in Python and in the page -----------
+
+NODE_TEXT = r"""
+const fs = require("fs");
+const live = require(process.argv[2]);
+const job = JSON.parse(fs.readFileSync(0, "utf8"));
+console.log(JSON.stringify({
+  rules: live.TEXT_RULES,
+  out: job.map((s) => [live.preprocess(s), live.tokenize(s)])}));
+"""
+
+# Point 12: what keyboards type, with what the corpus has.
+TYPED = ["I\u2019m home.", "I'm home.", "\u2018Tom\u2019s\u2019 car",
+         "I\u02bcm here", "don\u00b4t", "don`t", "\u201cHi\u201d, Tom.",
+         "Cafe\u0301!", "CAFE\u0301!", "Caf\xe9!", "\ufeffGo.",
+         "\ufeff\ufeffGo.", "a\ufeffb", "Va\u202f! I won.",
+         "\u039f\u0394\u039f\u03a3 \u03a3\u0391\u03a3", "\u0130stanbul",
+         "x\u0301\u0316y", "E\u0316\u0301", "\u0531\u1c89\ua7cb",
+         "C\u2019est \xe0 Tom.", "a\tb\nc\x85d\u2028e", ""]
+
+
+def test_live_js_reads_typed_text_as_d2lmini_corpus(tmp_path):
+    """The page's tokenizer is d2lmini.corpus's rule, with its sets: a
+    phone's apostrophe, a combining accent and a byte-order mark read
+    as the corpus writes them (point 12)."""
+    got = run_node(tmp_path, NODE_TEXT, TYPED)
+    assert got["rules"] == {
+        "whitespace": corpus.WHITESPACE, "apostrophes": corpus.APOSTROPHES,
+        "doubleQuotes": corpus.DOUBLE_QUOTES,
+        "foldedBelow": corpus.FOLDED_BELOW}
+    want = [[corpus.preprocess(s), corpus.tokenize(corpus.preprocess(s))]
+            for s in TYPED]
+    assert got["out"] == want
+    assert want[0][1] == want[1][1] == ["i'm", "home", "."]
+    assert want[7][1] == want[9][1] == ["caf\xe9", "!"]
+    assert want[10][1] == ["go", "."]
+
+
+NODE_SWEEP = r"""
+const fs = require("fs");
+const live = require(process.argv[2]);
+const [head, tail] = JSON.parse(fs.readFileSync(0, "utf8"));
+const lines = [];
+for (let cp = 0; cp <= 0x10ffff; cp++) {
+  if (cp >= 0xd800 && cp <= 0xdfff) continue;
+  const sentence = head + String.fromCodePoint(cp) + tail;
+  lines.push(live.tokenize(sentence).join(" "));
+}
+process.stdout.write(lines.join("\n"));
+"""
+
+# Each code point c goes between these two: after a capital and a sigma
+# (c's lower case, and whether the sigma's depends on c) and between two
+# combining acutes (what NFC does with c: decompose it, or move it before
+# or after an acute if it is a combining mark that goes there).
+SWEEP = ("A\u03a3\u0301", "\u0301y")
+POINTS = [cp for cp in range(0x110000) if not 0xD800 <= cp <= 0xDFFF]
+
+
+def sweep_tokens():
+    """Python's tokens of each sentence of the sweep, joined by a space
+    (tokens hold no whitespace), as the Node sweep prints them.
+
+    The sentences are preprocessed as one text, a line each (what
+    parse_pairs does with fra.txt): each ends in y and starts with A,
+    a newline is a space to tokenize and takes part in no case mapping,
+    composition or ``,.!?``, so each line is preprocessed as it would be
+    alone (which the test checks for a sample); U+000A's own sentence
+    is done alone."""
+    head, tail = SWEEP
+    text = "\n".join(head + chr(cp) + tail for cp in POINTS if cp != 0xA)
+    lines = [" ".join(corpus.tokenize(line))
+             for line in corpus.preprocess(text).split("\n")]
+    alone = " ".join(corpus.tokenize(corpus.preprocess(head + "\n" + tail)))
+    lines.insert(POINTS.index(0xA), alone)
+    return lines
+
+
+def test_live_js_tokenizes_every_code_point_as_python(tmp_path):
+    """Point 13: Python and the page split, lowercase and compose every
+    code point alike (all but the surrogates), whatever their Unicode
+    versions: each follows the rule of d2lmini.corpus.preprocess with
+    its explicit sets, not its own tables."""
+    node = shutil.which("node") or pytest.skip("node is not installed")
+    script, live = tmp_path / "sweep.js", tmp_path / "live.js"
+    script.write_text(NODE_SWEEP)
+    live.write_text(live_js(), encoding="utf-8")
+    with subprocess.Popen([node, str(script), str(live)],
+                          stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True,
+                          encoding="utf-8") as done:
+        done.stdin.write(json.dumps(SWEEP))
+        done.stdin.close()
+        ours = sweep_tokens()  # while Node computes its own
+        theirs, errors = done.stdout.read().split("\n"), done.stderr.read()
+    assert done.returncode == 0, errors
+    head, tail = SWEEP
+    for i in range(0, len(POINTS), 9973):
+        sentence = head + chr(POINTS[i]) + tail
+        alone = " ".join(corpus.tokenize(corpus.preprocess(sentence)))
+        assert ours[i] == alone, hex(POINTS[i])
+    assert len(theirs) == len(ours) == len(POINTS) == 1_112_064
+    differ = [f"U+{cp:04X}: {a!r} in Python, {b!r} in the page"
+              for cp, a, b in zip(POINTS, ours, theirs) if a != b]
+    assert not differ, f"{len(differ)} code points differ: {differ[:5]}"

@@ -1,20 +1,12 @@
   /* ---- d2lmini/js/model.js: the translation model --------------------
-   * The tokenizer, the forward pass of d2lmini's GRU encoder-decoder
-   * (additive or multi-head attention) and of its Transformer, greedy
-   * decoding, and loading a model folder: its manifest checked field by
-   * field, its weights by length, shape, value and sha256.  No DOM:
-   * this part runs in Node as well (tests/test_live.py). */
+   * The forward pass of d2lmini's GRU encoder-decoder (additive or
+   * multi-head attention) and of its Transformer on the tokens of
+   * tokenizer.js, greedy decoding, and loading a model folder: its
+   * manifest checked field by field, its weights by length, shape, value
+   * and sha256.  No DOM: this part runs in Node as well
+   * (tests/test_live.py). */
 
   // ---- the translation model ----------------------------------------------
-  const PUNCT_NO_SPACE = /(?<=[^ ])([,.!?])/g;
-
-  /** d2lmini.corpus.preprocess, then tokenize (str.split()). */
-  function tokenize(sentence) {
-    const text = sentence.replace(/\u202f/g, " ").replace(/\xa0/g, " ")
-      .toLowerCase().replace(PUNCT_NO_SPACE, " $1");
-    return text.split(/\s+/).filter((t) => t.length > 0);
-  }
-
   /** y = W x + b for W (rows, cols) stored row-major at W.data[off...]. */
   function matvec(W, x, b) {
     const [rows, cols] = W.shape, w = W.data, y = new Float64Array(rows);

@@ -28,9 +28,10 @@
  * d2lmini.live.live_js(), in this order, inside the one function below
  * (one scope: each part uses the names of the others; no build tool):
  * base.js (DOM helpers, numbers as text), charts.js (colour maps,
- * heatmaps, histograms, line charts), model.js (the tokenizer, the
- * models' forward pass, greedy decoding, checking and loading a model
- * folder), explorers.js (the four figure explorers), translator.js (the
+ * heatmaps, histograms, line charts), tokenizer.js (what the reader
+ * types, as d2lmini.corpus reads the corpus), model.js (the models'
+ * forward pass, greedy decoding, checking and loading a model folder),
+ * explorers.js (the four figure explorers), translator.js (the
  * translator box), boot.js (the style sheet, mounting every explorer).
  * This file, wrapper.js, holds the function and the names it exports.
  */
@@ -40,9 +41,10 @@
 
   // @parts: d2lmini.live puts the files of JS_PARTS here, in order.
 
-  root.d2lLive = {mountAll, tokenize, makeModel, loadModel, translate,
-                  readSource, maskedSoftmaxRow, nadarayaWatson, positionalEncoding,
-                  viridis, weightsStatement, manifestProblems, expectedTensors,
+  root.d2lLive = {mountAll, preprocess, tokenize, TEXT_RULES, makeModel,
+                  loadModel, translate, readSource, maskedSoftmaxRow,
+                  nadarayaWatson, positionalEncoding, viridis,
+                  weightsStatement, manifestProblems, expectedTensors,
                   extent, MANIFEST_FORMAT};
   if (typeof module !== "undefined") module.exports = root.d2lLive;
 })(typeof window !== "undefined" ? window : globalThis);
