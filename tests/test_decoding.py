@@ -278,7 +278,7 @@ def test_threads_decoding_one_model_equal_one_thread(kind):
         src, _, lens, _ = batches[i]
         try:
             start.wait()
-            for _ in range(15):
+            for _ in range(5):
                 got[i].append(greedy_decode(model, src, lens, BOS, EOS,
                                             max_len=7))
         except Exception as error:  # noqa: BLE001 (reported below)
