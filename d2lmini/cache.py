@@ -81,7 +81,7 @@ def save_checkpoint(model, path, **extra):
                     "state_dict": model.state_dict(), "extra": extra}, f)
 
 
-def load_checkpoint(model, path):
+def load_checkpoint(model, path, check=None):
     """Load a ``save_checkpoint`` file into ``model`` (in place).
 
     Only tensors and plain data are unpickled (``weights_only=True``), so a
@@ -90,6 +90,9 @@ def load_checkpoint(model, path):
     Args:
         model: a module of the same architecture as the saved one.
         path: a file written by ``save_checkpoint``.
+        check: called with the metadata before the weights are loaded
+            (to refuse a stale file for its reason, not for the size
+            mismatch a changed vocabulary gives), or None.
 
     Returns:
         The ``extra`` metadata dict given to ``save_checkpoint``.
@@ -110,6 +113,8 @@ def load_checkpoint(model, path):
         raise ValueError(f"{path} is damaged: its metadata is a "
                          f"{type(extra).__name__}, not a dict, or it has "
                          "no state_dict; delete it and save it again")
+    if check is not None:
+        check(extra)
     model.load_state_dict(ckpt["state_dict"])
     return extra
 
@@ -292,10 +297,13 @@ def _stale(saved, current):
 def _load(recipe, data, path, expected):
     """Model, History and generator state of a usable cache file."""
     model = build_model(recipe, data)
-    extra = load_checkpoint(model, path)
-    reason = _stale(extra.get("fingerprint"), expected)
-    if reason:
-        raise ValueError(reason)
+
+    def fresh(extra):
+        reason = _stale(extra.get("fingerprint"), expected)
+        if reason:
+            raise ValueError(reason)
+
+    extra = load_checkpoint(model, path, check=fresh)
     record = extra["history"]
     history = History(**{
         **record, "steps": [tuple(s) for s in record["steps"]],

@@ -33,7 +33,7 @@ MODELS_URL = "../_static/models/"
 # notebook evaluated (``export_model``); 3: the weights file is named by
 # its sha256 and the page checks every field (the page's script reads
 # this format only: MANIFEST_FORMAT in d2lmini/js/model.js).
-MANIFEST_FORMAT = 3
+MANIFEST_FORMAT = 4
 # The models the page runs, by Recipe.attention.
 PAGE_ATTENTIONS = ("additive", "multihead", "transformer")
 TRANSLATOR_MAX_EXAMPLES = 12
@@ -239,7 +239,9 @@ def export_model(recipe, run, folder, *, evaluated=None):
     manifest = {
         "format": MANIFEST_FORMAT, "checkpoint": name,
         "recipe_key": recipe.key(), "fingerprint": fingerprint(recipe, data),
-        "attention": kind, "num_heads": num_heads, **sizes,
+        "attention": kind, "num_heads": num_heads,
+        "qk_norm": getattr(model.decoder.attention, "qk_norm", False)
+        if kind == "multihead" else False, **sizes,
         "num_steps": data.num_steps,
         "src_vocab": list(data.src_vocab.idx_to_token),
         "tgt_vocab": list(data.tgt_vocab.idx_to_token),

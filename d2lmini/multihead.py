@@ -7,8 +7,16 @@ Shape legend for every comment and docstring in this module:
 The heads are folded into the batch, (B * h, T, d), and run through one
 ``d2lmini.attention.DotProductAttention``; the masks, ``precompute`` and
 ``memory`` work as for the layers of ``d2lmini.attention``.
+
+With ``qk_norm=True`` each head scores by cosine similarity times a
+learned scale (query-key normalisation): a score lies in [-g, g] for
+the head's scale g, however large the projections grow.
 """
 
+import math
+
+import torch
+import torch.nn.functional as F
 from torch import nn
 
 from .attention import (
@@ -21,7 +29,11 @@ from .attention import (
 )
 from .utils import check_int
 
-__all__ = ["MultiHeadAttention"]
+__all__ = ["QK_SCALE_INIT", "MultiHeadAttention"]
+
+# The initial scale g of every head with qk_norm: at g = 5 the weights of
+# two keys with cosines 1 and 0 are e^5 : 1, about 150 : 1.
+QK_SCALE_INIT = 5.0
 
 
 class MultiHeadAttention(nn.Module):
@@ -33,6 +45,12 @@ class MultiHeadAttention(nn.Module):
         dropout: dropout probability on the attention weights.
         bias: whether the four projections have a bias.
         query_size, key_size, value_size: input sizes (default D).
+        qk_norm: score ``g_h * cos(q, k)`` in each head h, with the
+            queries and keys of the head scaled to unit length
+            (``F.normalize``) and ``g_h`` a learned scale, the parameter
+            ``qk_scale`` (h,), initially ``QK_SCALE_INIT``; instead of
+            ``q . k / sqrt(d)``.  Off by default, as in
+            ``nn.MultiheadAttention``.
 
     Shape:
         queries (B, L, q); keys (B, S, k); values (B, S, v);
@@ -44,8 +62,12 @@ class MultiHeadAttention(nn.Module):
     """
 
     def __init__(self, num_hiddens, num_heads, dropout=0.0, bias=False,
-                 *, query_size=None, key_size=None, value_size=None):
+                 *, query_size=None, key_size=None, value_size=None,
+                 qk_norm=False):
         super().__init__()
+        if not isinstance(qk_norm, bool):
+            raise TypeError(f"qk_norm must be True or False, got "
+                            f"{qk_norm!r} ({type(qk_norm).__name__})")
         check_int("num_hiddens", num_hiddens)
         check_int("num_heads", num_heads)
         if num_hiddens % num_heads:
@@ -60,7 +82,14 @@ class MultiHeadAttention(nn.Module):
         self.W_k = nn.Linear(key_size or D, D, bias=bias)
         self.W_v = nn.Linear(value_size or D, D, bias=bias)
         self.W_o = nn.Linear(D, D, bias=bias)
+        self.qk_norm = qk_norm
+        if qk_norm:
+            self.qk_scale = nn.Parameter(
+                torch.full((num_heads,), QK_SCALE_INIT))
         self.attention_weights = None
+
+    def extra_repr(self):
+        return f"num_heads={self.num_heads}, qk_norm={self.qk_norm}"
 
     def split_heads(self, X):
         """(B, T, D) -> (B * h, T, d): fold the heads into the batch."""
@@ -86,7 +115,10 @@ class MultiHeadAttention(nn.Module):
         """Project and split keys and values, build the mask: keys,
         values (B * h, S, d), mask (B * h, 1 or L, S) or None."""
         _check_qkv(keys, keys, values)
-        return AttentionMemory(self.split_heads(self.W_k(keys)),
+        K = self.split_heads(self.W_k(keys))
+        if self.qk_norm:
+            K = F.normalize(K, dim=-1)
+        return AttentionMemory(K,
                                self.split_heads(self.W_v(values)),
                                self.split_mask(_keys_mask(valid_lens, keys)))
 
@@ -104,6 +136,12 @@ class MultiHeadAttention(nn.Module):
                 f"queries have batch size {B} but keys have "
                 f"{K.shape[0] // self.num_heads}")
         Q = self.split_heads(self.W_q(queries))  # (B * h, L, d)
+        if self.qk_norm:  # unit queries times g_h * sqrt(d): the scores
+            # DotProductAttention divides by sqrt(d) are g_h * cos(q, k)
+            d = Q.shape[-1]
+            Q = (F.normalize(Q, dim=-1).reshape(B, self.num_heads, L, d)
+                 * self.qk_scale.view(-1, 1, 1) * math.sqrt(d)
+                 ).reshape(Q.shape)
         if valid_lens is not None:  # checked against the scores (B, L, S)
             mask = self.split_mask(_scores_mask(
                 valid_lens, None, (B, L, K.shape[1]), queries.device))

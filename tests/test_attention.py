@@ -460,6 +460,86 @@ def test_multihead_memory_equals_direct_call():
                                mha(q, kv, kv, torch.tensor([6, 2])))
 
 
+def qk_norm_layer():
+    """4 heads of size 3 with query-key normalisation, scales set apart."""
+    set_seed(7)
+    mha = MultiHeadAttention(12, 4, dropout=0.3, bias=True,
+                             qk_norm=True).eval()
+    with torch.no_grad():
+        mha.qk_scale.copy_(torch.tensor([5.0, 0.5, -2.0, 12.0]))
+    return mha
+
+
+@pytest.mark.parametrize("need_weights", [True, False])
+def test_qk_norm_equals_torch_attention_of_unit_queries_and_keys(
+        need_weights):
+    """Each head scores g_h * cos(q, k): PyTorch's own attention of the
+    unit queries (times g_h) and unit keys, scale 1, gives the same."""
+    mha = qk_norm_layer()
+    q, kv = torch.randn(2, 5, 12) * 30, torch.randn(2, 6, 12)
+    lens = torch.tensor([6, 2])
+    out = mha(q, kv, kv, lens, need_weights=need_weights)
+
+    def heads(X):  # (B, T, 12) -> (B, 4, T, 3)
+        return X.reshape(*X.shape[:2], 4, 3).transpose(1, 2)
+
+    Q = F.normalize(heads(mha.W_q(q)), dim=-1) \
+        * mha.qk_scale.view(1, 4, 1, 1)
+    K = F.normalize(heads(mha.W_k(kv)), dim=-1)
+    mask = valid_mask(lens, 6)[:, None]  # (B, 1, 1, S), True: attend
+    expected = F.scaled_dot_product_attention(Q, K, heads(mha.W_v(kv)),
+                                              attn_mask=mask, scale=1.0)
+    expected = mha.W_o(expected.transpose(1, 2).reshape(2, 5, 12))
+    torch.testing.assert_close(out, expected)
+    if need_weights:
+        scores = (Q @ K.transpose(-1, -2)).masked_fill(~mask, -math.inf)
+        torch.testing.assert_close(mha.attention_weights,
+                                   scores.softmax(-1))
+
+
+def test_qk_norm_bounds_every_score_by_its_heads_scale():
+    """However large the projections, a head's weights are those of
+    scores in [-|g_h|, |g_h|]: their ratio is at most e^(2 |g_h|)."""
+    mha = qk_norm_layer()
+    with torch.no_grad():  # projections 1,000 times larger
+        for W in (mha.W_q, mha.W_k):
+            W.weight.mul_(1000)
+    q, kv = torch.randn(3, 4, 12), torch.randn(3, 7, 12)
+    mha(q, kv, kv)
+    w = mha.attention_weights  # (B, h, L, S)
+    ratio = (w.amax(-1) / w.amin(-1)).log()
+    bound = 2 * mha.qk_scale.detach().abs().view(1, 4, 1)
+    assert (ratio <= bound * (1 + 1e-5)).all()
+    assert torch.isfinite(w).all()
+
+
+def test_qk_norm_memory_gradients_and_zero_vectors():
+    mha = qk_norm_layer().train()
+    kv, q = torch.randn(2, 6, 12), torch.randn(2, 1, 12)
+    lens = torch.tensor([6, 3])
+    memory = mha.precompute(kv, kv, lens)
+    mha.eval()
+    torch.testing.assert_close(mha(q, None, None, memory=memory),
+                               mha(q, kv, kv, lens))
+    mha(q, kv, kv, lens).pow(2).sum().backward()
+    assert mha.qk_scale.grad is not None
+    assert (mha.qk_scale.grad != 0).all()
+    # A zero query or key has cosine 0 with everything (no 0 / 0).
+    zero = torch.zeros(1, 2, 12)
+    assert torch.isfinite(mha(zero, zero, zero)).all()
+
+
+def test_qk_norm_is_off_by_default_and_checked():
+    plain = MultiHeadAttention(8, 2)
+    assert plain.qk_norm is False and not hasattr(plain, "qk_scale")
+    assert "qk_scale" not in plain.state_dict()
+    normed = MultiHeadAttention(8, 2, qk_norm=True)
+    assert normed.qk_scale.shape == (2,)
+    assert "qk_norm=True" in repr(normed)
+    with pytest.raises(TypeError, match="qk_norm must be True or False"):
+        MultiHeadAttention(8, 2, qk_norm=1)
+
+
 def make_layer(kind):
     set_seed(6)
     if kind == "additive":

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -274,3 +275,29 @@ def test_the_fingerprint_records_the_device_that_trains():
     fp = cache.fingerprint(TINY, experiment.build_data(TINY))
     assert fp["device"] == cache.training_device() == (
         experiment._trainer(TINY, False).device.type)
+
+
+def test_a_changed_vocabulary_is_called_a_data_change(tmp_path):
+    """A checkpoint whose vocabulary is another size is stale because its
+    data changed: the warning says so, not load_state_dict's size
+    mismatch."""
+    run = cache.train_or_load(TINY, tmp_path, progress=False)
+    path = cache.checkpoint_path(TINY, tmp_path)
+    bigger = experiment.build_model(TINY, run.data)
+    state = bigger.state_dict()
+    state["decoder.dense.weight"] = torch.zeros(
+        state["decoder.dense.weight"].shape[0] + 3,
+        state["decoder.dense.weight"].shape[1])
+    fp = dict(cache.fingerprint(TINY, run.data), data="old")
+    torch.save({"format": "d2lmini-checkpoint", "version": 1,
+                "state_dict": state,
+                "extra": {"fingerprint": fp,
+                          "generator_state": run.data.generator.get_state(),
+                          "history": cache._history_record(run.history)}},
+               path)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert cache.train_or_load(TINY, tmp_path, progress=False).trained
+    said = " ".join(str(w.message) for w in caught)
+    assert "the data (vocabulary or split) changed" in said
+    assert "size mismatch" not in said

@@ -110,9 +110,14 @@ def test_key_is_stable_and_sees_every_field():
                "gradient_clip_val": 0.5,
                "max_epochs": 2, "max_steps": 4, "max_time": 9.0,
                "val_every_n_steps": 2, "seed": 1}
-    assert set(changes) == {f.name for f in dataclasses.fields(Recipe)}
+    # qk_norm needs a multi-head decoder: checked against one
+    assert set(changes) | {"qk_norm"} == {
+        f.name for f in dataclasses.fields(Recipe)}
     keys = {TINY.replace(**{name: v}).key() for name, v in changes.items()}
     assert key not in keys and len(keys) == len(changes)
+    multihead = TINY.replace(attention="multihead", num_heads=2)
+    assert multihead.replace(qk_norm=True).key() not in {
+        multihead.key(), *keys}
 
 
 def test_key_depends_on_the_cache_format(monkeypatch):
@@ -322,3 +327,26 @@ def test_a_number_spelt_two_ways_is_one_recipe(field, a, b):
 def test_a_recipe_number_that_is_not_a_number_is_refused(value):
     with pytest.raises(TypeError, match=r"lr must be a number, got"):
         TINY.replace(lr=value)
+
+
+def test_qk_norm_builds_a_normalised_multihead_decoder():
+    r = TINY.replace(attention="multihead", num_heads=2, qk_norm=True)
+    model = experiment.build_model(r, experiment.build_data(r))
+    attention = model.decoder.attention
+    assert attention.qk_norm is True and attention.qk_scale.shape == (2,)
+    assert r.key() != r.replace(qk_norm=False).key()
+    plain = experiment.build_model(r.replace(qk_norm=False),
+                                   experiment.build_data(r))
+    assert plain.decoder.attention.qk_norm is False
+
+
+@pytest.mark.parametrize("attention", ["additive", "none", "transformer"])
+def test_qk_norm_is_refused_where_there_is_no_multihead_decoder(attention):
+    with pytest.raises(ValueError, match="qk_norm=True is an option of"):
+        TINY.replace(attention=attention, num_heads=2, qk_norm=True)
+
+
+@pytest.mark.parametrize("name", ["qk_norm", "shuffle", "bucket"])
+def test_a_recipe_switch_that_is_not_a_bool_is_refused(name):
+    with pytest.raises(TypeError, match=f"{name} must be True or False"):
+        TINY.replace(**{name: 1})

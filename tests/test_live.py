@@ -240,8 +240,9 @@ def test_export_model_describes_a_transformer(toy, tmp_path):
     assert manifest["checkpoint"] == f"seq2seq-transformer-{recipe.key()}"
     assert {k: manifest[k] for k in (
         "format", "attention", "num_heads", "num_layers", "num_hiddens",
-        "embed_size", "ffn_num_hiddens")} == {
-        "format": 3, "attention": "transformer", "num_heads": 2,
+        "embed_size", "ffn_num_hiddens", "qk_norm")} == {
+        "format": 4, "attention": "transformer", "num_heads": 2,
+        "qk_norm": False,
         "num_layers": 2, "num_hiddens": 8, "embed_size": 8,
         "ffn_num_hiddens": 16}
     assert set(manifest["tensors"]) == set(run.model.state_dict())
@@ -516,19 +517,31 @@ def test_live_js_says_which_weights_it_runs(tmp_path):
             assert not re.search(r"undefined|NaN|null", said["text"]), name
 
 
+def tiny_attention_run(toy, attention, num_layers):
+    """``tiny_run`` and its recipe for ``attention``: ``"additive"``,
+    ``"multihead"``, ``"multihead-qk"`` (2 heads with query-key
+    normalisation, their scales set apart) or ``"transformer"``."""
+    if attention == "transformer":
+        return (tiny_run(toy, "trained transformer", num_layers),
+                tiny_transformer(num_layers))
+    qk = attention == "multihead-qk"
+    att = None if attention == "additive" else \
+        MultiHeadAttention(8, 2, qk_norm=qk)
+    if qk:  # unequal heads: the page must read each head's own scale
+        with torch.no_grad():
+            att.qk_scale.copy_(torch.tensor([3.0, -1.5]))
+    return (tiny_run(toy, att, num_layers),
+            CHAPTER_RECIPE.replace(attention=attention.removesuffix("-qk"),
+                                   num_heads=2, num_layers=num_layers,
+                                   qk_norm=qk))
+
+
 @pytest.mark.parametrize("attention, num_layers", [
     ("additive", 1), ("additive", 2), ("multihead", 1), ("multihead", 2),
-    ("transformer", 1), ("transformer", 2)])
+    ("multihead-qk", 2), ("transformer", 1), ("transformer", 2)])
 def test_live_js_translates_like_d2lmini(toy, tmp_path, attention,
                                          num_layers):
-    if attention == "transformer":
-        run = tiny_run(toy, "trained transformer", num_layers)
-        recipe = tiny_transformer(num_layers)
-    else:
-        att = None if attention == "additive" else MultiHeadAttention(8, 2)
-        run = tiny_run(toy, att, num_layers)
-        recipe = CHAPTER_RECIPE.replace(attention=attention, num_heads=2,
-                                        num_layers=num_layers)
+    run, recipe = tiny_attention_run(toy, attention, num_layers)
     folder = export_model(recipe, run, tmp_path)
     got = run_node(tmp_path, NODE_CHECK,
                    {"folder": str(folder), "sentences": SENTENCES})
@@ -661,8 +674,8 @@ def corrupted_manifests(manifest, heads):
         return edit(tensors=t)
 
     fp = manifest["fingerprint"]
-    yield "format", edit(format=2), "format 2, where this page reads " \
-        "format 3"
+    yield "format", edit(format=3), "format 3, where this page reads " \
+        "format 4"
     yield "no format", edit(format=None), "format null"
     yield "fingerprint", edit(fingerprint={**fp, "recipe": "0" * 16}), \
         "the fingerprint's recipe"
@@ -704,13 +717,23 @@ def corrupted_manifests(manifest, heads):
             f"num_heads 4, where the section's model has {heads}"
     else:
         yield "additive heads", edit(num_heads=2), "has one head"
+    yield "qk_norm not a bool", edit(qk_norm=None), \
+        "qk_norm null is not true or false"
+    if manifest["qk_norm"]:  # its scale tensor is then not expected
+        yield "qk_norm off", edit(qk_norm=False), \
+            "tensor decoder.attention.qk_scale is not part of the model"
+    else:
+        yield "qk_norm on", edit(qk_norm=True), \
+            "multi-head attention, not of attention" \
+            if manifest["attention"] != "multihead" else \
+            "tensor decoder.attention.qk_scale is missing"
     yield "checkpoint", edit(checkpoint="seq2seq-additive-x"), \
         "it holds checkpoint \"seq2seq-additive-x\", not " \
         f"{manifest['checkpoint']}"
 
 
 @pytest.mark.parametrize("attention", ["additive", "multihead",
-                                       "transformer"])
+                                       "multihead-qk", "transformer"])
 def test_live_js_says_what_is_wrong_with_a_manifest(toy, tmp_path,
                                                     attention):
     """Point 7: every edit of a valid manifest, and NaN, infinite or
@@ -718,15 +741,13 @@ def test_live_js_says_what_is_wrong_with_a_manifest(toy, tmp_path,
     if attention == "transformer":
         run, recipe = tiny_run(toy, "transformer", 2), tiny_transformer(2)
     else:
-        att = None if attention == "additive" else MultiHeadAttention(8, 2)
-        run = tiny_run(toy, att, 2)
-        recipe = CHAPTER_RECIPE.replace(attention=attention, num_heads=2,
-                                        num_layers=2)
+        run, recipe = tiny_attention_run(toy, attention, 2)
     folder = export_model(recipe, run, tmp_path)
     manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["qk_norm"] is (attention == "multihead-qk")
     heads = manifest["num_heads"]
     expected = {"checkpoint": manifest["checkpoint"],
-                "attention": attention, "num_heads": heads,
+                "attention": recipe.attention, "num_heads": heads,
                 "fingerprint": manifest["fingerprint"]}
     cases = {"valid": {"manifest": manifest, "expected": expected},
              "valid, no weights yet": {"manifest": manifest,

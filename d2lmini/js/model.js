@@ -81,16 +81,25 @@
   }
 
   /** d2lmini's MultiHeadAttention (`prefix`, h heads) of one query q over
-   * a headMemory: [output (D), weights (h, S)]. */
+   * a headMemory: [output (D), weights (h, S)].  With query-key
+   * normalisation (qk_norm=True: the tensor `${prefix}.qk_scale`, g) a
+   * head scores g_head * cos(q, k) instead of q . k / sqrt(d). */
   function multiHead(t, prefix, h, memory, q) {
-    const Q = linear(t, `${prefix}.W_q`, q);
+    const Q = linear(t, `${prefix}.W_q`, q), scale = t[`${prefix}.qk_scale`];
     const D = Q.length, d = D / h, merged = new Float64Array(D), weights = [];
     for (let head = 0; head < h; head++) {
       const o = head * d;  // this head's slice of the D features
+      // The slice's length, at least 1e-12 (as F.normalize divides).
+      const norm = (x) => {
+        let s = 0;
+        for (let i = 0; i < d; i++) s += x[o + i] * x[o + i];
+        return Math.max(Math.sqrt(s), 1e-12);
+      };
+      const qNorm = scale ? norm(Q) : 0;
       const w = softmax(memory.keys.map((k) => {
         let s = 0;
         for (let i = 0; i < d; i++) s += Q[o + i] * k[o + i];
-        return s / Math.sqrt(d);
+        return scale ? scale.data[head] * s / (qNorm * norm(k)) : s / Math.sqrt(d);
       }));
       w.forEach((a, j) => {
         for (let i = 0; i < d; i++) merged[o + i] += a * memory.values[j][o + i];
@@ -292,7 +301,7 @@
 
   // ---- what the page loads -------------------------------------------
   // The manifest format this script reads (d2lmini.live.MANIFEST_FORMAT).
-  const MANIFEST_FORMAT = 3;
+  const MANIFEST_FORMAT = 4;
   const ATTENTIONS = ["additive", "multihead", "transformer"];
   const SPECIALS = ["pad", "bos", "eos", "unk"];
   // Sizes beyond these are no model of this chapter (and would make the
@@ -354,6 +363,7 @@
         linear("decoder.attention.w_v", 1, D);
       } else {
         heads("decoder.attention", false);
+        if (m.qk_norm === true) add("decoder.attention.qk_scale", [m.num_heads]);
       }
       add("decoder.embedding.weight", [W, E]);
       gru("decoder.rnn", D + E);
@@ -417,6 +427,12 @@
         bad.push(`num_heads ${m.num_heads}, where the section's model has ` +
                  `${want.num_heads}`);
       }
+    }
+    if (typeof m.qk_norm !== "boolean") {
+      bad.push(`qk_norm ${show(m.qk_norm)} is not true or false`);
+    } else if (m.qk_norm && m.attention !== "multihead") {
+      bad.push(`qk_norm is an option of multi-head attention, not of ` +
+               `attention ${show(m.attention)}`);
     }
     if (m.attention === "transformer" && m.embed_size !== m.num_hiddens) {
       sizesOk = false;
