@@ -8,7 +8,8 @@ site served by ``http.server`` on 127.0.0.1. For every page listed in
 
 - no request goes to another host, and none fails or gets a 4xx/5xx;
 - MathJax 3 typesets every formula, without errors and no raw TeX left;
-- every image loads;
+- every image loads, and every drawn figure (chapters/img/*.svg) is
+  there with its alt text and stays readable in the dark theme too;
 - every live explorer (``d2lmini.live``) starts, and no page shows a
   Jupyter widget (they need a kernel);
 - no script error and no console error occurs.
@@ -20,6 +21,7 @@ A full-page screenshot of each page goes to ``_build/screenshots/``.
 
 import functools
 import importlib.util
+import io
 import shutil
 import threading
 from html.parser import HTMLParser
@@ -44,6 +46,7 @@ CHROMIUM_FLAGS = [
 ]
 # Counts of what the browser checks found, page by page, for the summary.
 CHECKED = {}
+CHECKED_FIGURES = {}  # (figure, theme) -> shares of light and dark pixels
 
 
 def _load_toc_module():
@@ -208,18 +211,28 @@ MATH_JS = """async () => {
   };
 }"""
 
-IMAGES_JS = """async () => {
-  const imgs = [...document.images];
-  imgs.forEach((i) => { i.loading = 'eager'; });
-  const loaded = (i) => i.complete ? null : new Promise((resolve) => {
+def images_js(keep="() => true"):
+    """A script that loads the page's images that ``keep`` (a JS
+    function of an img) selects, eagerly, and lists them: src, alt text
+    and whether they loaded."""
+    return f"""async () => {{
+  const imgs = [...document.images].filter({keep});
+  imgs.forEach((i) => {{ i.loading = 'eager'; }});
+  const loaded = (i) => i.complete ? null : new Promise((resolve) => {{
     i.addEventListener('load', resolve);
     i.addEventListener('error', resolve);
-  });
+  }});
   const timeout = new Promise((resolve) => setTimeout(resolve, 15000));
   await Promise.race([Promise.all(imgs.map(loaded)), timeout]);
-  return imgs.map((i) => ({src: i.getAttribute('src'),
-                           ok: i.complete && i.naturalWidth > 0}));
-}"""
+  return imgs.map((i) => ({{src: i.getAttribute('src'), alt: i.alt,
+                           ok: i.complete && i.naturalWidth > 0}}));
+}}"""
+
+
+IMAGES_JS = images_js()
+# The chapter's drawn figures, as Jupyter Book serves them.
+FIGURES_JS = images_js(
+    r"(i) => /\/_images\/[^/]+\.svg$/.test(i.getAttribute('src'))")
 
 # Every live explorer started: live.js marked it and drew into it.
 LIVE_JS = """() => [...document.querySelectorAll('[data-d2l-live]')].map(
@@ -297,6 +310,69 @@ def test_page_in_browser(doc, server, browser):
                     "explorers": len(live)}
 
 
+def _luminance(png):
+    """Per-pixel luminance (0 to 255) of a PNG screenshot, as a list."""
+    from PIL import Image
+    gray = Image.open(io.BytesIO(png)).convert("L")
+    return list(gray.getdata())
+
+
+def _background_luminance(page):
+    rgb = page.evaluate("""() => getComputedStyle(document.body)
+                           .backgroundColor.match(/\\d+/g).map(Number)""")
+    return 0.299 * rgb[0] + 0.587 * rgb[1] + 0.114 * rgb[2]
+
+
+def test_figures_are_shown_with_alt_text_in_light_and_dark(
+        server, browser):
+    """Every drawn figure is on a page, with its alt text; in the light
+    and the dark theme (the dark page's background is dark: the switch
+    took) it is drawn mostly light, its own background, with dark lines
+    and text on it (at least 0.5 % of its pixels)."""
+    figures = {p.name for p in (ROOT / "chapters" / "img").glob("*.svg")}
+    seen, measured = set(), {}
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    try:
+        for doc in PAGES:
+            page = context.new_page()
+            page.goto(f"http://127.0.0.1:{server.server_address[1]}/"
+                      f"{doc}.html", wait_until="networkidle")
+            for theme in ("light", "dark"):
+                page.evaluate(f"""() => {{
+                    document.documentElement.dataset.theme = '{theme}';
+                    document.documentElement.dataset.mode = '{theme}'; }}""")
+                page.wait_for_timeout(100)
+                background = _background_luminance(page)
+                assert (background < 80) == (theme == "dark"), (
+                    f"{doc}: the {theme} theme has a page background of "
+                    f"luminance {background:.0f}")
+                imgs = page.evaluate(FIGURES_JS)
+                for i, img in enumerate(imgs):
+                    name = img["src"].rsplit("/", 1)[1]
+                    assert img["ok"], f"{doc}: {name} did not load"
+                    assert len(img["alt"].split()) >= 8, (
+                        f"{doc}: {name} has alt text {img['alt']!r}")
+                    element = page.locator(
+                        "img[src$='.svg'][src*='_images/']").nth(i)
+                    element.scroll_into_view_if_needed()
+                    pixels = _luminance(element.screenshot())
+                    light = sum(v > 180 for v in pixels) / len(pixels)
+                    dark = sum(v < 100 for v in pixels) / len(pixels)
+                    measured[(name, theme)] = (light, dark)
+                    assert light > 0.6 and dark > 0.005, (
+                        f"{doc}: {name} in the {theme} theme: "
+                        f"{light:.1%} light and {dark:.1%} dark pixels")
+                    seen.add(name)
+            page.close()
+    finally:
+        context.close()
+    # Served figures carry a hash or the same name: match on the stem.
+    missing = [f for f in figures
+               if not any(s.startswith(f[:-4]) for s in seen)]
+    assert not missing, f"figures on no page: {missing}"
+    CHECKED_FIGURES.update(measured)
+
+
 def test_browser_summary(site, capsys):
     """Every page was checked in the browser; print what was counted."""
     unchecked = [doc for doc in PAGES if doc not in CHECKED]
@@ -304,6 +380,9 @@ def test_browser_summary(site, capsys):
     totals = {key: sum(c[key] for c in CHECKED.values())
               for key in ("formulas", "images", "explorers")}
     with capsys.disabled():
+        for (name, theme), (light, dark) in sorted(CHECKED_FIGURES.items()):
+            print(f"{name} ({theme}): {light:.0%} light, {dark:.1%} dark "
+                  "pixels")
         print(f"\nbrowser check: {len(CHECKED)} pages, "
               f"{totals['formulas']} formulas, {totals['images']} images, "
               f"{totals['explorers']} live explorers; screenshots in "
