@@ -126,10 +126,11 @@ benchmark: $(STAMP)
 benchmark-quality: $(STAMP)
 	$(BIN)/python benchmarks/translation_quality.py
 
-# Does the chapter's recipe train all four decoders at two length
-# ranges and two step counts, over 3 seeds (and splits)?  (48 runs,
-# about two hours on 2 CPU cores; the models go through the checkpoint
-# cache; ARGS="--out benchmarks/results/robustness.json" records them.)
+# Does the chapter's recipe train each of its decoders at two length
+# ranges and two step counts, over 3 seeds (and splits)?  (72 runs of 6
+# decoders, about two and a half hours on 2 CPU cores; the models go
+# through the checkpoint cache; --settings and --kinds pick a part, and
+# the docstring of benchmarks/robustness.py gives the committed runs.)
 benchmark-robustness: $(STAMP)
 	$(BIN)/python benchmarks/robustness.py $(ARGS)
 

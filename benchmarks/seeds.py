@@ -8,7 +8,8 @@ The notebooks train one seed of each model.  This script trains, with
 each seed, the seven models that the Bahdanau, multi-head and
 Transformer sections compare (the chapter's recipe with additive
 attention, with no attention at equal steps and at equal time, with one
-head and with eight heads of scaled dot-product attention; and
+head and with eight heads of dot-product attention with query-key
+normalisation, as the multi-head section trains them; and
 ``TRANSFORMER_RECIPE`` at equal steps and at equal time, the step counts
 of equal time read from ``benchmarks/results/step_time.json``), scores each on
 the held-out test split, and gives for each seed the six paired
@@ -63,8 +64,8 @@ MODELS = {
     "none": R.replace(attention="none"),
     "none, equal time": R.replace(attention="none",
                                   max_steps=EQUAL_TIME_STEPS),
-    "1 head": R.replace(attention="multihead", num_heads=1),
-    "8 heads": R.replace(attention="multihead", num_heads=8),
+    "1 head": R.replace(attention="multihead", num_heads=1, qk_norm=True),
+    "8 heads": R.replace(attention="multihead", num_heads=8, qk_norm=True),
     "Transformer": TRANSFORMER_RECIPE,
     "Transformer, equal time": TRANSFORMER_RECIPE.replace(
         max_steps=TRANSFORMER_EQUAL_TIME_STEPS),
