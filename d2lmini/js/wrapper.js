@@ -29,7 +29,7 @@
  * (one scope: each part uses the names of the others; no build tool):
  * base.js (DOM helpers, numbers as text), charts.js (colour maps,
  * heatmaps, histograms, line charts), tokenizer.js (what the reader
- * types, as d2lmini.corpus reads the corpus), model.js (the models'
+ * types, as d2lmini.tokenizer reads the corpus), model.js (the models'
  * forward pass, greedy decoding, checking and loading a model folder),
  * explorers.js (the four figure explorers), translator.js (the
  * translator box), boot.js (the style sheet, mounting every explorer).
