@@ -314,7 +314,7 @@ def _luminance(png):
     """Per-pixel luminance (0 to 255) of a PNG screenshot, as a list."""
     from PIL import Image
     gray = Image.open(io.BytesIO(png)).convert("L")
-    return list(gray.getdata())
+    return list(gray.tobytes())  # one byte a pixel (mode "L")
 
 
 def _background_luminance(page):
