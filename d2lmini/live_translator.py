@@ -31,8 +31,9 @@ __all__ = ["MANIFEST_FORMAT", "MODELS_URL", "NOTEBOOK_FIELDS",
 MODELS_URL = "../_static/models/"
 # 2: the manifest records the held-out BLEU of its weights and what the
 # notebook evaluated (``export_model``); 3: the weights file is named by
-# its sha256 and the page checks every field (the page's script reads
-# this format only: MANIFEST_FORMAT in d2lmini/js/model.js).
+# its sha256 and the page checks every field; 4: qk_norm, with the
+# heads' scales when it is true (the page's script reads this format
+# only: MANIFEST_FORMAT in d2lmini/js/model.js).
 MANIFEST_FORMAT = 4
 # The models the page runs, by Recipe.attention.
 PAGE_ATTENTIONS = ("additive", "multihead", "transformer")
