@@ -64,9 +64,11 @@ book: $(STAMP) assets/vendor/.complete models
 	@echo
 	@echo "The website is in _build/html: open _build/html/index.html"
 
-# Unit tests only: what a plain `pytest` runs (seconds).
+# Unit tests: what a plain `pytest` runs (under a minute) and the few
+# slower ones it leaves out (marked `slow`: a Node run over every code
+# point, a notebook executed, the whole corpus read twice).
 unit: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -m "slow or not slow"
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -231,6 +231,7 @@ EDIT_AFTER_IMPORT = textwrap.dedent("""
     """)
 
 
+@pytest.mark.slow
 def test_the_fingerprint_is_of_the_code_that_ran_not_the_file(tmp_path):
     # A copy of the package, imported by another Python, then edited.
     shutil.copytree(Path(cache.__file__).parent, tmp_path / "d2lmini",

@@ -266,6 +266,7 @@ needs_real_corpus = pytest.mark.skipif(
     reason=f"{corpus.ENV_VAR} does not point at fra-eng.zip")
 
 
+@pytest.mark.slow
 @needs_real_corpus
 def test_real_corpus_book_setting():
     with zipfile.ZipFile(Path(REAL_DIR) / corpus.ARCHIVE_NAME) as zf:
@@ -277,6 +278,7 @@ def test_real_corpus_book_setting():
     assert d.splits_of("dogs bark .") == ("train", "val")
 
 
+@pytest.mark.slow
 @needs_real_corpus
 def test_real_corpus_chapter_setting_keeps_twins_together(monkeypatch):
     from d2lmini import experiment  # the chapter's recipe, as it is now

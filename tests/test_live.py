@@ -1139,6 +1139,7 @@ def sweep_tokens():
     return lines
 
 
+@pytest.mark.slow
 def test_live_js_tokenizes_every_code_point_as_python(tmp_path):
     """Point 13: Python and the page split, lowercase and compose every
     code point alike (all but the surrogates), whatever their Unicode

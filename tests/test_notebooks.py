@@ -184,6 +184,7 @@ def test_code_hash_follows_code_not_prose():
     assert execute_notebooks.code_sha256(nb) != before
 
 
+@pytest.mark.slow
 def test_execute_writes_stable_outputs_without_widget_state(tmp_path):
     nb = nbformat.v4.new_notebook(cells=[
         nbformat.v4.new_code_cell("import os\nprint(os.getcwd())"),

@@ -29,6 +29,7 @@ def test_an_unknown_name_is_an_attribute_error():
         d2lmini.mtfraeng  # noqa: B018
 
 
+@pytest.mark.slow
 def test_the_layers_import_no_plotting_library():
     code = ("import sys, d2lmini as d2l; d2l.masked_softmax; "
             "d2l.MultiHeadAttention; d2l.MTFraEng; d2l.Trainer; "
