@@ -70,3 +70,49 @@ def test_the_mask_is_built_once_per_sequence(kind, monkeypatch):
     assert isinstance(state, AttentionState)
     assert state.src_valid_len is src_valid_len
     assert state.memory.mask.shape[0] % 4 == 0  # (B or B * h, 1, S)
+
+
+def books_decoder_logits(decoder, X, state):
+    """The decoder's logits computed as the book writes it: at every step
+    the attention's own forward on the previous top-layer state, then
+    one step of the decoder's ``nn.GRU`` module on [context; embedding].
+    """
+    enc_outputs, hidden, src_valid_len, _ = state
+    outputs = []
+    for x in decoder.embedding(X).unbind(1):  # (B, E)
+        query = hidden[-1].unsqueeze(1)  # (B, 1, D)
+        context = decoder.attention(query, enc_outputs, enc_outputs,
+                                    src_valid_len)  # (B, 1, D)
+        out, hidden = decoder.rnn(
+            torch.cat((context, x.unsqueeze(1)), dim=-1), hidden)
+        outputs.append(out)
+    return decoder.dense(torch.cat(outputs, dim=1)), hidden
+
+
+@pytest.mark.parametrize("layers", [1, 2])
+@pytest.mark.parametrize("kind", ["additive", "multihead"])
+def test_the_decoder_equals_the_books_formulation_with_nn_gru(kind, layers):
+    """Its own GRU steps (the embedding's input projection made for all
+    steps at once) give nn.GRU's logits, final state and gradients."""
+    model = make_model(kind, layers=layers)
+    src, tgt_input, src_valid_len, _ = make_batch([7, 3, 5], [6, 2, 7])
+    results = []
+    for run in ("ours", "book's"):
+        model.zero_grad()
+        state = model.decoder.init_state(model.encoder(src, src_valid_len),
+                                         src_valid_len)
+        if run == "ours":
+            logits, state = model.decoder(tgt_input, state)
+            hidden = state.hidden
+        else:
+            logits, hidden = books_decoder_logits(model.decoder, tgt_input,
+                                                  state)
+        (logits.square().mean() + hidden.sum()).backward()
+        results.append((logits, hidden, {
+            n: p.grad.clone() for n, p in model.named_parameters()}))
+    (ours, our_state, our_grads), (book, book_state, book_grads) = results
+    torch.testing.assert_close(ours, book)
+    torch.testing.assert_close(our_state, book_state)
+    assert our_grads.keys() == book_grads.keys()
+    for name, grad in our_grads.items():
+        torch.testing.assert_close(grad, book_grads[name], msg=name)
