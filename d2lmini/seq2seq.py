@@ -27,6 +27,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.rnn import (
     PackedSequence,
+    pack_padded_sequence,
     pad_packed_sequence,
 )
 
@@ -82,7 +83,11 @@ class Seq2SeqEncoder(nn.Module):
             ``src_valid_len`` is given.  The final state is then the
             state after each sentence's own last token, so a translation
             does not depend on how much padding its batch has.
-            ``pack=False`` runs over the pads, as d2l does.
+            ``pack=False`` runs over the pads, as d2l does.  The GRU
+            runs as a loop of its own over the packed tokens (its input
+            projection made once a layer for every token); a module
+            put in ``rnn`` in its place (an ``nn.LSTM``, say) runs on a
+            ``PackedSequence``.
 
     Shape:
         X (B, S) ids; src_valid_len (B,) or None.  Returns ``(outputs,
@@ -104,6 +109,8 @@ class Seq2SeqEncoder(nn.Module):
         if not self.pack or src_valid_len is None:
             return self.rnn(self.embedding(X))
         _check_lens(src_valid_len, X, "src_valid_len")
+        if type(self.rnn) is not nn.GRU:  # another RNN put in its place
+            return self._packed_by_pytorch(X, src_valid_len)
         # Packed by hand, longest source first: each layer's input
         # projection is one product over every valid token (nn.GRU on a
         # PackedSequence makes one per step), then the steps run on
@@ -130,6 +137,16 @@ class Seq2SeqEncoder(nn.Module):
         outputs, _ = pad_packed_sequence(packed, batch_first=True,
                                          total_length=X.shape[1])
         return outputs, torch.stack(finals)[:, unsort]  # (B, S, D)
+
+    def _packed_by_pytorch(self, X, src_valid_len):
+        """The padding skipped by ``self.rnn`` on a PackedSequence: for
+        an RNN other than nn.GRU (an nn.LSTM, say)."""
+        packed = pack_padded_sequence(self.embedding(X), src_valid_len.cpu(),
+                                      batch_first=True, enforce_sorted=False)
+        outputs, state = self.rnn(packed)
+        outputs, _ = pad_packed_sequence(outputs, batch_first=True,
+                                         total_length=X.shape[1])
+        return outputs, state
 
 
 def _check_sorted(lengths, X):

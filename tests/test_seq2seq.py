@@ -282,6 +282,24 @@ def test_packed_encoder_equals_nn_gru_on_a_packed_sequence(layers):
         torch.testing.assert_close(a, b)
 
 
+def test_packed_encoder_runs_another_rnn_put_in_place_of_its_gru():
+    """An nn.LSTM in ``rnn`` (the Bahdanau section's exercise) runs on a
+    PackedSequence and returns its own state, (h, c)."""
+    torch.manual_seed(0)
+    encoder = Seq2SeqEncoder(V, E, D, 1)
+    encoder.rnn = nn.LSTM(E, D, batch_first=True)
+    src, _, src_valid_len, _ = make_batch([3, 7, 1], [1] * 3)
+    outputs, (h, c) = encoder(src, src_valid_len)
+    packed = pack_padded_sequence(encoder.embedding(src), src_valid_len,
+                                  batch_first=True, enforce_sorted=False)
+    expected, (h_lstm, c_lstm) = encoder.rnn(packed)
+    expected, _ = pad_packed_sequence(expected, batch_first=True,
+                                      total_length=src.shape[1])
+    torch.testing.assert_close(outputs, expected)
+    torch.testing.assert_close(h, h_lstm)
+    torch.testing.assert_close(c, c_lstm)
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_teacher_forcing_equals_feeding_one_step_at_a_time(kind):
     model = make_model(kind).eval()

@@ -1,0 +1,186 @@
+"""Each speed change of d2lmini against the code it replaced, side by side.
+
+Usage::
+
+    python benchmarks/speedups.py [--rounds 20] [--threads 2]
+
+The replaced code is kept here, word for word, so that both run in the
+same process on the same inputs and weights:
+
+- ``encoder``: ``Seq2SeqEncoder`` on a packed batch, which runs its own
+  GRU loop (one input projection per layer over every valid token),
+  against ``nn.GRU`` on a ``PackedSequence`` (``pack_padded_sequence``
+  with ``enforce_sorted=False``, then ``pad_packed_sequence``), at the
+  book's sizes (embed 256, 2 layers, dropout 0.2) and the chapter's
+  (embed 128, 1 layer); batch 128, hidden 256, sources of 2 to 9 tokens.
+- ``attention``: ``MultiHeadAttention`` returning its weights, whose
+  ``masked_softmax`` clamps the scores only where one lies below half
+  the lowest value and fills zeros only in rows without a valid key,
+  and whose dot products scale the smaller of queries and scores,
+  against the same layer running the previous ``DotProductAttention``
+  (scores divided by sqrt(d), then clamp, where, softmax and a zero
+  fill of every masked key), at B=32, L=S=128, D=256, 8 heads and at a
+  decoder step (B=128, L=1, S=9).
+
+Each case times forward + backward, the two versions taking turns (the
+first of a pair alternating), and prints the median time of each and
+the median and quartiles of the per-pair ratio new / old (below 1
+means the change pays).  It first checks that both give the same
+numbers.  Not a test: numbers depend on the machine.
+"""
+
+import argparse
+import copy
+import statistics
+import time
+
+import torch
+import torch.nn.functional as F
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from d2lmini.attention import (
+    DotProductAttention,
+    _check_qkv,
+    _scores_mask,
+    valid_mask,
+)
+from d2lmini.multihead import MultiHeadAttention
+from d2lmini.seq2seq import Seq2SeqEncoder
+from d2lmini.utils import set_seed
+
+
+def old_encoder(encoder, X, src_valid_len):
+    """``Seq2SeqEncoder.forward``'s packed path before the change."""
+    embs = encoder.embedding(X)
+    packed = pack_padded_sequence(embs, src_valid_len.cpu(),
+                                  batch_first=True, enforce_sorted=False)
+    outputs, state = encoder.rnn(packed)
+    outputs, _ = pad_packed_sequence(outputs, batch_first=True,
+                                     total_length=X.shape[1])
+    return outputs, state
+
+
+def old_masked_softmax(X, valid_lens=None, *, mask=None):
+    """``masked_softmax`` before the change (its checks of ``X`` left
+    out: the inputs here are valid)."""
+    mask = _scores_mask(valid_lens, mask, X.shape, X.device)
+    if mask is None:
+        return F.softmax(X, dim=-1)
+    mask = mask.view(mask.shape[:1] + (1,) * (X.dim() - 3)
+                     + mask.shape[1:]) if X.dim() > 2 else mask[:, 0]
+    low = torch.finfo(X.dtype).min
+    masked = ~mask
+    weights = F.softmax(torch.where(mask, X.clamp_min(low / 2), low),
+                        dim=-1)
+    return weights.masked_fill(masked, 0.0)
+
+
+class OldDotProductAttention(DotProductAttention):
+    """``DotProductAttention`` with weights, before the change."""
+
+    def forward(self, queries, keys, values, valid_lens=None,
+                need_weights=True, *, mask=None, return_weights=False):
+        _check_qkv(queries, keys, values)
+        d = queries.shape[-1]
+        scores = queries @ keys.transpose(1, 2) / d ** 0.5
+        weights = old_masked_softmax(scores, valid_lens, mask=mask)
+        out = self.dropout(weights) @ values
+        self.attention_weights = weights
+        return (out, weights) if return_weights else out
+
+
+def encoder_case(embed, layers):
+    set_seed(0)
+    B, S = 128, 9
+    encoder = Seq2SeqEncoder(2000, embed, 256, layers,
+                             dropout=0.2 if layers > 1 else 0.0)
+    X = torch.randint(3, 2000, (B, S))
+    lens = torch.randint(2, S + 1, (B,))
+
+    def run(forward):
+        def step():
+            outputs, state = forward(X, lens)
+            (outputs.square().sum() + state.sum()).backward()
+        return step
+
+    encoder.eval()  # the same numbers: no dropout while checking
+    with torch.no_grad():
+        for a, b in zip(encoder(X, lens), old_encoder(encoder, X, lens)):
+            torch.testing.assert_close(a, b)
+    encoder.train()
+    return run(encoder), run(lambda X, lens: old_encoder(encoder, X, lens))
+
+
+def attention_case(B, L, S):
+    set_seed(0)
+    D, h = 256, 8
+    new = MultiHeadAttention(D, h)
+    old = copy.deepcopy(new)
+    old.attention = OldDotProductAttention()
+    q = torch.randn(B, L, D, requires_grad=True)
+    kv = torch.randn(B, S, D, requires_grad=True)
+    lens = torch.randint(1, S + 1, (B,))
+    torch.testing.assert_close(new(q, kv, kv, lens), old(q, kv, kv, lens))
+    assert valid_mask(lens, S).any(-1).all()
+
+    def run(layer):
+        def step():
+            layer(q, kv, kv, lens).sum().backward()
+        return step
+
+    return run(new), run(old)
+
+
+CASES = {
+    "encoder, book (embed 256, 2 layers)": lambda: encoder_case(256, 2),
+    "encoder, chapter (embed 128, 1 layer)": lambda: encoder_case(128, 1),
+    "attention with weights, B=32, L=S=128":
+        lambda: attention_case(32, 128, 128),
+    "attention with weights, decoder step": lambda: attention_case(128, 1, 9),
+}
+
+
+def seconds(fn, number):
+    start = time.perf_counter()
+    for _ in range(number):
+        fn()
+    return (time.perf_counter() - start) / number
+
+
+def compare(new, old, rounds, number):
+    """Median ms of each and the per-pair ratios new / old."""
+    for fn in (new, old):
+        seconds(fn, 2)
+    times, ratios = {"new": [], "old": []}, []
+    for i in range(rounds):
+        pair = (("new", new), ("old", old)) if i % 2 else \
+            (("old", old), ("new", new))
+        got = {name: seconds(fn, number) for name, fn in pair}
+        for name, t in got.items():
+            times[name].append(t)
+        ratios.append(got["new"] / got["old"])
+    return ({k: 1000 * statistics.median(v) for k, v in times.items()},
+            ratios)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
+          f"forward + backward, {args.rounds} pairs of runs")
+    print(f"{'case':40} {'new ms':>7} {'old ms':>7} {'new/old':>8} "
+          f"{'quartiles':>13}")
+    for name, case in CASES.items():
+        new, old = case()
+        number = 2 if "L=S=128" in name else 5
+        ms, ratios = compare(new, old, args.rounds, number)
+        q1, med, q3 = statistics.quantiles(ratios, n=4)
+        print(f"{name:40} {ms['new']:7.2f} {ms['old']:7.2f} "
+              f"{statistics.median(ratios):8.3f} {q1:6.3f}-{q3:.3f}")
+
+
+if __name__ == "__main__":
+    main()
