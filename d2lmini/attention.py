@@ -16,6 +16,7 @@ valid_lens)``, and passes the result to each step as ``memory``.
 ``d2lmini.multihead`` (and importable from here too).
 """
 
+import math
 from typing import NamedTuple
 
 import torch
@@ -157,20 +158,13 @@ def masked_softmax(X, valid_lens=None, *, mask=None):
     # above half of it, so exp gives the masked keys exactly 0 whatever
     # the valid scores are (a valid score equal to a plain fill would
     # share its weight with them), and no inf or nan arises on the way.
-    # The clamp is needed only where a score lies below half the lowest
-    # value (-inf, say): looking costs one read, clamping a write and a
-    # pass of the backward.  A row without a valid key comes out
-    # uniform, and the second fill sets it to exact zeros, which also
-    # gives its scores a zero gradient; the other rows have exact zeros
-    # at their masked keys already.
+    # A row without a valid key comes out uniform, and the second fill
+    # sets it to exact zeros, which also gives its scores a zero gradient.
     low = torch.finfo(scores.dtype).min
     masked = ~mask
-    if (scores < low / 2).any():
-        scores = scores.clamp_min(low / 2)
-    weights = F.softmax(scores.masked_fill(masked, low), dim=-1)
-    if masked.all(dim=-1).any():
-        weights = weights.masked_fill(masked, 0.0)
-    return weights.to(X.dtype)
+    weights = F.softmax(torch.where(mask, scores.clamp_min(low / 2), low),
+                        dim=-1)
+    return weights.masked_fill(masked, 0.0).to(X.dtype)
 
 
 class AttentionMemory(NamedTuple):
@@ -254,13 +248,8 @@ class DotProductAttention(nn.Module):
             out = self._fused(queries, keys, values, valid_lens, mask)
             weights = None
         else:
-            # 1 / sqrt(d) on the smaller of the queries (B, L, d) and
-            # the scores (B, L, S): one pass less over the larger.
-            d, S = queries.shape[-1], keys.shape[1]
-            if d < S:
-                scores = (queries * d ** -0.5) @ keys.transpose(1, 2)
-            else:
-                scores = queries @ keys.transpose(1, 2) * d ** -0.5
+            d = queries.shape[-1]
+            scores = queries @ keys.transpose(1, 2) / math.sqrt(d)  # (B, L, S)
             weights = masked_softmax(scores, valid_lens, mask=mask)
             out = self.dropout(weights) @ values  # (B, L, v)
         self.attention_weights = weights

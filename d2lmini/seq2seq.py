@@ -25,11 +25,7 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.nn.utils.rnn import (
-    PackedSequence,
-    pack_padded_sequence,
-    pad_packed_sequence,
-)
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 __all__ = [
     "DecoderState", "Seq2Seq", "Seq2SeqDecoder", "Seq2SeqEncoder",
@@ -83,11 +79,7 @@ class Seq2SeqEncoder(nn.Module):
             ``src_valid_len`` is given.  The final state is then the
             state after each sentence's own last token, so a translation
             does not depend on how much padding its batch has.
-            ``pack=False`` runs over the pads, as d2l does.  The GRU
-            runs as a loop of its own over the packed tokens (its input
-            projection made once a layer for every token); a module
-            put in ``rnn`` in its place (an ``nn.LSTM``, say) runs on a
-            ``PackedSequence``.
+            ``pack=False`` runs over the pads, as d2l does.
 
     Shape:
         X (B, S) ids; src_valid_len (B,) or None.  Returns ``(outputs,
@@ -106,47 +98,16 @@ class Seq2SeqEncoder(nn.Module):
 
     def forward(self, X, src_valid_len=None):
         _check_ids(X, "X")
+        embs = self.embedding(X)  # (B, S, E)
         if not self.pack or src_valid_len is None:
-            return self.rnn(self.embedding(X))
+            return self.rnn(embs)
         _check_lens(src_valid_len, X, "src_valid_len")
-        if type(self.rnn) is not nn.GRU:  # another RNN put in its place
-            return self._packed_by_pytorch(X, src_valid_len)
-        # Packed by hand, longest source first: each layer's input
-        # projection is one product over every valid token (nn.GRU on a
-        # PackedSequence makes one per step), then the steps run on
-        # the rows still inside their source.
-        order = src_valid_len.argsort(descending=True, stable=True)
-        lens = src_valid_len[order]
-        ids, _, sizes = _pack_ids(X[order], lens)
-        x = self.embedding(ids)  # (N, E), time-major
-        h0 = x.new_zeros(len(X), self.rnn.hidden_size)
-        # Step t starts at offsets[t]; row i of the sorted batch is the
-        # i-th row of each of its steps, so its last output is here:
-        steps = torch.tensor(sizes, device=X.device)
-        offsets = steps.cumsum(0) - steps
-        last = offsets[lens - 1] + torch.arange(len(X), device=X.device)
-        finals = []
-        for layer, (w_ih, w_hh, b_ih, b_hh) in enumerate(
-                self.rnn.all_weights):
-            if layer:
-                x = F.dropout(x, self.rnn.dropout, self.training)
-            x = _gru_layer(F.linear(x, w_ih, b_ih), h0, w_hh, b_hh, sizes)
-            finals.append(x[last])  # (B, D), sorted
-        unsort = order.argsort()
-        packed = PackedSequence(x, torch.tensor(sizes), order, unsort)
-        outputs, _ = pad_packed_sequence(packed, batch_first=True,
-                                         total_length=X.shape[1])
-        return outputs, torch.stack(finals)[:, unsort]  # (B, S, D)
-
-    def _packed_by_pytorch(self, X, src_valid_len):
-        """The padding skipped by ``self.rnn`` on a PackedSequence: for
-        an RNN other than nn.GRU (an nn.LSTM, say)."""
-        packed = pack_padded_sequence(self.embedding(X), src_valid_len.cpu(),
+        packed = pack_padded_sequence(embs, src_valid_len.cpu(),
                                       batch_first=True, enforce_sorted=False)
-        outputs, state = self.rnn(packed)
+        outputs, state = self.rnn(packed)  # state: (num_layers, B, D)
         outputs, _ = pad_packed_sequence(outputs, batch_first=True,
                                          total_length=X.shape[1])
-        return outputs, state
+        return outputs, state  # (B, S, D)
 
 
 def _check_sorted(lengths, X):
@@ -174,20 +135,6 @@ def _pack_ids(X, lengths):
     return X[:, :len(steps)].t()[mask], rows, mask.sum(1).tolist()
 
 
-def _gru_cell(gates_x, h, w_hh, b_hh):
-    """One GRU step given its input projection, as ``torch.gru_cell``
-    computes it (the same gates, in the same order).
-
-    Shape:
-        gates_x (n, 3D) = W_ih x + b_ih; h (n, D).  Returns (n, D).
-    """
-    r, z, n = gates_x.chunk(3, dim=1)  # reset, update, new: nn.GRU's
-    hr, hz, hn = F.linear(h, w_hh, b_hh).chunk(3, dim=1)
-    r, z = torch.sigmoid(r + hr), torch.sigmoid(z + hz)
-    n = torch.tanh(n + r * hn)
-    return n + z * (h - n)  # (1 - z) * n + z * h
-
-
 def _gru_layer(gates_x, h, w_hh, b_hh, sizes):
     """One GRU layer over packed steps, given its input projections.
 
@@ -199,7 +146,11 @@ def _gru_layer(gates_x, h, w_hh, b_hh, sizes):
     for gx in gates_x.split(sizes):  # (n, 3D)
         if len(gx) < len(h):
             h = h[:len(gx)]  # the rows still running
-        h = _gru_cell(gx, h, w_hh, b_hh)
+        r, z, n = gx.chunk(3, dim=1)  # reset, update, new: nn.GRU's order
+        hr, hz, hn = F.linear(h, w_hh, b_hh).chunk(3, dim=1)
+        r, z = torch.sigmoid(r + hr), torch.sigmoid(z + hz)
+        n = torch.tanh(n + r * hn)
+        h = n + z * (h - n)  # (1 - z) * n + z * h
         outputs.append(h)
     return torch.cat(outputs)  # (N, D)
 

@@ -13,7 +13,6 @@ import torch.nn.functional as F
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from torch import nn
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from d2lmini import attention as attention_module
 from d2lmini.attention import AdditiveAttention, MultiHeadAttention
@@ -251,54 +250,6 @@ def test_bad_inputs_raise_helpful_errors():
 
 
 # Step by step -------------------------------------------------------------
-
-@pytest.mark.parametrize("layers", [1, 2])
-def test_packed_encoder_equals_nn_gru_on_a_packed_sequence(layers):
-    """Its own packed loop gives what nn.GRU gives on a PackedSequence:
-    outputs (zero at padding), final states and gradients."""
-    torch.manual_seed(0)
-    encoder = Seq2SeqEncoder(V, E, D, layers)
-    src, _, src_valid_len, _ = make_batch([3, 7, 1, 5, 7], [1] * 5)
-    results = []
-    for run in ("ours", "nn.GRU"):
-        encoder.zero_grad()
-        if run == "ours":
-            outputs, state = encoder(src, src_valid_len)
-        else:
-            packed = pack_padded_sequence(encoder.embedding(src),
-                                          src_valid_len, batch_first=True,
-                                          enforce_sorted=False)
-            outputs, state = encoder.rnn(packed)
-            outputs, _ = pad_packed_sequence(outputs, batch_first=True,
-                                             total_length=src.shape[1])
-        (outputs.square().sum() + state.sum()).backward()
-        results.append((outputs, state, [p.grad.clone()
-                                         for p in encoder.parameters()]))
-    (ours, our_state, our_grads), (gru, gru_state, gru_grads) = results
-    torch.testing.assert_close(ours, gru)
-    torch.testing.assert_close(our_state, gru_state)
-    assert (ours[2, 1:] == 0).all()
-    for a, b in zip(our_grads, gru_grads, strict=True):
-        torch.testing.assert_close(a, b)
-
-
-def test_packed_encoder_runs_another_rnn_put_in_place_of_its_gru():
-    """An nn.LSTM in ``rnn`` (the Bahdanau section's exercise) runs on a
-    PackedSequence and returns its own state, (h, c)."""
-    torch.manual_seed(0)
-    encoder = Seq2SeqEncoder(V, E, D, 1)
-    encoder.rnn = nn.LSTM(E, D, batch_first=True)
-    src, _, src_valid_len, _ = make_batch([3, 7, 1], [1] * 3)
-    outputs, (h, c) = encoder(src, src_valid_len)
-    packed = pack_padded_sequence(encoder.embedding(src), src_valid_len,
-                                  batch_first=True, enforce_sorted=False)
-    expected, (h_lstm, c_lstm) = encoder.rnn(packed)
-    expected, _ = pad_packed_sequence(expected, batch_first=True,
-                                      total_length=src.shape[1])
-    torch.testing.assert_close(outputs, expected)
-    torch.testing.assert_close(h, h_lstm)
-    torch.testing.assert_close(c, c_lstm)
-
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_teacher_forcing_equals_feeding_one_step_at_a_time(kind):
