@@ -14,6 +14,7 @@ TRAINED_NOTEBOOKS = $(shell $(BIN)/python scripts/toc_notebooks.py --trains)
 # `make nbval-other-machine` trains every model from its seed + this.
 SEED_OFFSET ?= 1
 NBVAL = $(BIN)/python -m pytest -q -p no:cacheprovider --nbval-lax \
+	-p tests.nbval_output_timeout \
 	--nbval-current-env --nbval-cell-timeout=600 \
 	--nbval-sanitize-with tests/nbval_sanitize.cfg -o addopts=""
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)

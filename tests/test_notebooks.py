@@ -216,3 +216,22 @@ def test_execute_writes_stable_outputs_without_widget_state(tmp_path):
     recorded = out.metadata[execute_notebooks.METADATA_KEY]
     assert recorded["executed_source_sha256"] == (
         execute_notebooks.code_sha256(out))
+
+
+def test_notebook_cells_wait_longer_for_their_outputs():
+    """The Makefile's notebook runs load the plugin that gives nbval's
+    cells more than its fixed 5 seconds to send their outputs."""
+    spec = importlib.util.spec_from_file_location(
+        "nbval_output_timeout", ROOT / "tests" / "nbval_output_timeout.py")
+    plugin = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plugin)
+
+    class Cell:
+        output_timeout = 5
+
+    cell, other = Cell(), object()
+    plugin.pytest_collection_modifyitems([cell, other])
+    assert cell.output_timeout == plugin.OUTPUT_TIMEOUT > 5
+    nbval = re.search(r"^NBVAL = (.*?[^\\])$",
+                      (ROOT / "Makefile").read_text(), re.M | re.S)
+    assert "-p tests.nbval_output_timeout" in nbval.group(1)
