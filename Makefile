@@ -23,7 +23,8 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
         execute browser lab models \
         benchmark benchmark-seq2seq benchmark-quality benchmark-robustness \
         benchmark-packed-gru benchmark-step-time benchmark-seeds \
-        benchmark-transformer-cache benchmark-transformer-tuning vendor \
+        benchmark-transformer-cache benchmark-transformer-tuning \
+        benchmark-profile benchmark-speedups benchmark-transformer-step vendor \
         chromium clean distclean
 
 all: book
@@ -171,6 +172,26 @@ benchmark-seq2seq: $(STAMP)
 	    $(BIN)/python -m pip install --quiet --no-deps \
 	        --target _build/bench-deps d2l==1.0.3
 	$(BIN)/python benchmarks/seq2seq.py $(ARGS)
+
+# Where a training step's time goes, part by part, for the chapter's
+# models and the book's setting with d2lmini and d2l 1.0.3 (about 2
+# minutes; installs d2l as benchmark-seq2seq does); writes
+# benchmarks/results/profile.json.
+benchmark-profile: $(STAMP)
+	@test -f _build/bench-deps/d2l/torch.py || \
+	    $(BIN)/python -m pip install --quiet --no-deps \
+	        --target _build/bench-deps d2l==1.0.3
+	$(BIN)/python benchmarks/profile_step.py $(ARGS)
+
+# Speed changes measured against d2lmini's own code, side by side
+# (about 2 minutes).
+benchmark-speedups: $(STAMP)
+	$(BIN)/python benchmarks/speedups.py $(ARGS)
+
+# The Transformer's training step against the same model built from
+# nn.TransformerEncoderLayer and nn.TransformerDecoderLayer (a minute).
+benchmark-transformer-step: $(STAMP)
+	$(BIN)/python benchmarks/transformer_step.py $(ARGS)
 
 clean:
 	rm -rf _build
