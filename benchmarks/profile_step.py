@@ -9,17 +9,18 @@ Times training steps (forward, backward, gradient clipping, Adam step)
 of the chapter's additive, 8-head (query-key normalised, as the chapter
 trains it) and Transformer models on the chapter's batches, and of the
 book's Bahdanau setting (``BOOK_RECIPE``, additive and 8 heads) with
-d2lmini and with d2l 1.0.3 (``make benchmark-seq2seq`` installs it in
-``_build/bench-deps``; without it the d2l kinds are skipped, and said
-so).  Each step is split into parts by a clock around the modules that
-do the work: embedding, encoder GRU, attention (with its key
-projection), decoder GRU cell, the Transformer's position-wise networks
-and add & norm, output layer, loss, the rest of the forward pass
-(``forward, other``: packing, concatenation, Python), backward,
-clipping and the optimizer.  A part's time excludes the parts called
-inside it, so the parts add up to the step.  The kinds take turns,
-``--repeats`` rounds of ``--steps`` steps after 3 warm-up steps; the
-table gives milliseconds per step and each part's share.
+d2lmini and with d2l 1.0.3 (``make benchmark-profile`` installs it in
+``_build/bench-deps``, as ``make benchmark-seq2seq`` does; without it
+the d2l kinds are skipped, and said so).   Each step is split into parts
+by a clock around the modules that do the work: embedding, encoder GRU,
+attention (with its key projection), decoder GRU cell, the
+Transformer's position-wise networks and add & norm, output layer,
+loss, the rest of the forward pass (``forward, other``: packing,
+concatenation, Python), backward, clipping and the optimizer.  A part's
+time excludes the parts called inside it, so the parts add up to the
+step.  The kinds take turns, ``--repeats`` rounds of ``--steps`` steps
+after 3 warm-up steps; the table gives milliseconds per step and each
+part's share.
 
 The encoder GRU is the encoder's forward less its embedding (packing
 included); the decoder GRU cell is one step of every layer (d2l's
@@ -250,7 +251,7 @@ def main(argv=None):
     wanted = [name for name in names if name in D2L]
     if wanted and not (Path(args.d2l_path) / "d2l").is_dir():
         print(f"d2l is not in {args.d2l_path}: its kinds are skipped "
-              "(`make benchmark-seq2seq` installs it)")
+              "(`make benchmark-profile` installs it)")
     elif wanted:
         d2l, _ = bench.import_d2l(args.d2l_path)
         with tempfile.TemporaryDirectory() as workdir:
