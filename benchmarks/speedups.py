@@ -17,7 +17,10 @@ micro-benchmark alone.
   does), against ``Seq2SeqEncoder``, which runs ``nn.GRU`` on a
   ``PackedSequence``; at the book's sizes (embed 256, 2 layers, dropout
   0.2) and the chapter's (embed 128, 1 layer); batch 128, hidden 256,
-  sources of 2 to 9 tokens.
+  sources of 2 to 9 tokens.  It handles the encoder's own GRU only (one
+  direction, with biases): in the package, any other module put in
+  ``rnn`` (the Bahdanau section's exercises use an ``nn.LSTM`` and a
+  bidirectional GRU) would keep the ``PackedSequence`` path.
 - ``attention``: ``MultiHeadAttention`` returning its weights with a
   ``masked_softmax`` that clamps the scores only where one lies below
   half the lowest value and fills zeros only in rows without a valid
