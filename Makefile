@@ -184,7 +184,7 @@ benchmark-profile: $(STAMP)
 	$(BIN)/python benchmarks/profile_step.py $(ARGS)
 
 # Speed changes measured against d2lmini's own code, side by side
-# (about 2 minutes).
+# (about a minute).
 benchmark-speedups: $(STAMP)
 	$(BIN)/python benchmarks/speedups.py $(ARGS)
 

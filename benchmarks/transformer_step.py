@@ -17,8 +17,9 @@ after the longest source and the longest label are dropped, the output
 layer sees the non-pad labels only, the source padding is a
 ``key_padding_mask`` and the target's causal mask is passed with
 ``tgt_is_causal``.  It first checks that both give the same loss and
-gradients, then times ``--steps`` training steps (forward, backward,
-clipping, fused Adam) of each on the chapter's batches, the two taking
+the same gradient of the output layer, then times ``--steps`` training
+steps (``step_time.time_steps``: forward, backward, clipping, fused
+Adam, after its warm-up steps) of each on the chapter's batches, the two taking
 turns for ``--repeats`` rounds, and prints the medians and their ratio
 (below 1 means d2lmini is faster).  Not a test: numbers depend on the
 machine.  Needs the corpus (``D2LMINI_DATA_DIR``).
@@ -29,7 +30,8 @@ import copy
 import itertools
 import math
 import statistics
-import time
+import sys
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -38,8 +40,10 @@ from torch import nn
 from d2lmini.experiment import TRANSFORMER_RECIPE, build_data, build_model
 from d2lmini.transformer import copy_from_pytorch
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from step_time import WARMUP, time_steps  # noqa: E402  (step_time.py)
+
 R = TRANSFORMER_RECIPE
-WARMUP = 3
 
 
 class TorchTransformer(nn.Module):
@@ -65,6 +69,10 @@ class TorchTransformer(nn.Module):
         for block, layer in itertools.chain(zip(enc.blks, self.encoder),
                                             zip(dec.blks, self.decoder)):
             _copy_into_pytorch(block, layer)
+
+    def configure_optimizers(self):
+        """Adam with the fused kernel, as ``Seq2Seq`` configures it."""
+        return torch.optim.Adam(self.parameters(), lr=R.lr, fused=True)
 
     def _embed(self, embedding, X):
         return embedding(X) * math.sqrt(self.num_hiddens) \
@@ -136,24 +144,6 @@ def check_same(ours, theirs, batch):
     return losses
 
 
-def seconds_per_step(model, batches):
-    """Mean seconds of a training step over ``batches`` after the
-    warm-up ones."""
-    model.train()
-    optimizer = torch.optim.Adam(model.parameters(), lr=R.lr, fused=True)
-    start = None
-    for i, batch in enumerate(batches):
-        if i == WARMUP:
-            start = time.perf_counter()
-        loss, _ = model.training_step(batch)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(),
-                                       R.gradient_clip_val)
-        optimizer.step()
-    return (time.perf_counter() - start) / (len(batches) - WARMUP)
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=30)
@@ -173,7 +163,7 @@ def main(argv=None):
         ours = build_model(R, data)
         for name, model in (("d2lmini", ours),
                             ("PyTorch layers", TorchTransformer(ours))):
-            times[name].append(seconds_per_step(model, batches))
+            times[name].append(time_steps(model, batches))
     med = {name: statistics.median(t) for name, t in times.items()}
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; "
           f"{args.steps} training steps of the chapter's batches, median "
