@@ -68,8 +68,9 @@ book: $(STAMP) assets/vendor/.complete models
 
 # Unit tests: what a plain `pytest` runs (under a minute) and the few
 # slower ones it leaves out (marked `slow`: a Node run over every code
-# point, a notebook executed, the whole corpus read twice).
-unit: $(STAMP)
+# point, a notebook executed, the whole corpus read twice).  A few run
+# the page's script in chromium (a plain `pytest` skips them without it).
+unit: $(STAMP) chromium
 	$(BIN)/python -m pytest -q -m "slow or not slow"
 
 lint: $(STAMP)

@@ -29,7 +29,18 @@ The clock's own cost is a few microseconds a call (the decoder calls
 it about 3 times a target step); d2l's step leaves out its loss board
 (``self.plot``), which only records points.  ``--ops N`` adds, for each
 kind, PyTorch's profiler table of the N operators with the most time of
-their own.  Writes ``benchmarks/results/profile.json``.
+their own.
+
+The floor: a step cannot be faster than its matrix products run at the
+best rate this machine's BLAS reaches.  For each kind, one more round of
+``--steps`` steps runs under PyTorch's profiler, which counts the
+floating-point operations of every ``mm``, ``addmm``, ``bmm`` and
+``baddbmm`` and times them; the best rate is the fastest of a few large
+products (``peak_gflops``) measured in the same process.  The table gives
+per step the products' GFLOP, their time and rate, the time of all the
+rest, and the floor (GFLOP over the best rate); for d2l's kinds, the
+speed-up over d2l that d2lmini's floor would allow.  Writes
+``benchmarks/results/profile.json``.
 """
 
 import argparse
@@ -234,6 +245,33 @@ def run(kind, n, meter, profiler=None):
     return meter.clock
 
 
+MATMULS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
+
+
+def peak_gflops(rounds=5):
+    """The best rate of a few large float32 products, GFLOP/s."""
+    best = 0.0
+    for m, k, n in ((1024, 1024, 1024), (1152, 256, 4096),
+                    (4096, 256, 1152)):
+        a, b = torch.randn(m, k), torch.randn(k, n)
+        a @ b  # warm-up
+        for _ in range(rounds):
+            start = time.perf_counter()
+            a @ b
+            best = max(best, 2 * m * k * n / (time.perf_counter() - start))
+    return best / 1e9
+
+
+def matmul_work(kind, steps, meter):
+    """GFLOP and milliseconds of the matrix products of one step."""
+    profiler = torch.profiler.profile(with_flops=True)
+    run(kind, steps, meter, profiler)
+    events = [e for e in profiler.key_averages() if e.key in MATMULS]
+    gflop = sum(e.flops for e in events) / 1e9 / steps
+    ms = sum(e.self_cpu_time_total for e in events) / 1000 / steps
+    return gflop, ms
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=20)
@@ -267,6 +305,10 @@ def main(argv=None):
             for name, kind in kinds.items():
                 clocks[name].append(run(kind, args.steps, meter).seconds)
         result = report(clocks, args.steps)
+        peak = peak_gflops()
+        work = {name: matmul_work(kind, args.steps, meter)
+                for name, kind in kinds.items()}
+        floors = report_floor(result, work, peak)
         for name, kind in kinds.items() if args.ops else ():
             profiler = torch.profiler.profile()
             run(kind, args.steps, meter, profiler)
@@ -278,7 +320,8 @@ def main(argv=None):
     args.out.write_text(json.dumps({
         "script": "benchmarks/profile_step.py", **machine(),
         "steps": args.steps, "repeats": args.repeats,
-        "ms_per_step": result}, indent=1) + "\n")
+        "ms_per_step": result, "peak_gflops": round(peak, 1),
+        "matmuls_per_step": floors}, indent=1) + "\n")
     print(f"written to {args.out}")
 
 
@@ -299,6 +342,32 @@ def report(clocks, steps):
             if ms > 0:
                 print(f"  {p:20} {ms:8.2f} ms {ms / total:6.1%}")
     return result
+
+
+def report_floor(result, work, peak):
+    """Print each kind's matrix products and floor; return them."""
+    print(f"\nMatrix products per step; best rate of this machine "
+          f"{peak:.0f} GFLOP/s (large float32 products, 2 threads):")
+    print(f"{'kind':20} {'step ms':>8} {'GFLOP':>6} {'mm ms':>6} "
+          f"{'GFLOP/s':>7} {'rest ms':>7} {'floor ms':>8}")
+    floors = {}
+    for name, (gflop, ms) in work.items():
+        step = result[name]["total"]
+        floors[name] = {"gflop": round(gflop, 3), "ms": round(ms, 2),
+                        "floor_ms": round(1000 * gflop / peak, 2)}
+        print(f"{name:20} {step:8.1f} {gflop:6.2f} {ms:6.1f} "
+              f"{1000 * gflop / ms if ms else 0:7.0f} {step - ms:7.1f} "
+              f"{1000 * gflop / peak:8.1f}")
+    for name in work:
+        mine = name.replace(", d2l", "")
+        if name.endswith(", d2l") and mine in floors:
+            ratio = result[name]["total"] / floors[mine]["floor_ms"]
+            floors[name]["d2lmini_floor_speedup"] = round(ratio, 2)
+            print(f"{mine}: d2l's step over d2lmini's floor = "
+                  f"{result[name]['total']:.1f} / "
+                  f"{floors[mine]['floor_ms']:.1f} = {ratio:.2f} x, the "
+                  "most a faster d2lmini could reach")
+    return floors
 
 
 if __name__ == "__main__":

@@ -6,10 +6,11 @@ Usage::
 
 Each candidate is kept here, next to the code of d2lmini it would
 replace, so that both run in the same process on the same inputs and
-weights.  A change to the package's training code retrains every model
-of the chapter (the checkpoint cache fingerprints that code), so a
-candidate earns its place by what it saves a reader, not by a
-micro-benchmark alone.
+weights; a candidate that lands leaves the code it replaced here.  A
+change to the package's training code retrains every model of the
+chapter (the checkpoint cache fingerprints that code), so a candidate
+earns its place by what it saves a reader, not by a micro-benchmark
+alone.
 
 - ``encoder``: a packed encoder that runs its own GRU loop (one input
   projection per layer over every valid token, the steps on the rows
@@ -21,23 +22,26 @@ micro-benchmark alone.
   direction, with biases): in the package, any other module put in
   ``rnn`` (the Bahdanau section's exercises use an ``nn.LSTM`` and a
   bidirectional GRU) would keep the ``PackedSequence`` path.
-- ``attention``: ``MultiHeadAttention`` returning its weights with a
-  ``masked_softmax`` that clamps the scores only where one lies below
-  half the lowest value and fills zeros only in rows without a valid
-  key, and dot products that scale the smaller of queries and scores,
-  against d2lmini's layer (scores divided by sqrt(d), then clamp,
-  where, softmax and a zero fill of every masked key); at B=32,
+- ``attention`` (landed in d2lmini, timed against the code it
+  replaced): ``MultiHeadAttention`` returning its weights, whose
+  ``masked_softmax`` clamps the scores only where one lies below half
+  the lowest value and fills zeros only in rows without a valid key,
+  and whose dot products divide the smaller of queries and scores by
+  sqrt(d); against the previous code (scores divided by sqrt(d), then
+  clamp, where, softmax and a zero fill of every masked key); at B=32,
   L=S=128, D=256, 8 heads, and at a decoder step (B=128, L=1, S=9).
 
 Each case times forward + backward, the two versions taking turns (the
 first of a pair alternating), and prints the median time of each and
-the median and quartiles of the per-pair ratio candidate / d2lmini
-(below 1 means the candidate is faster).  It first checks that both
-give the same numbers.  Not a test: numbers depend on the machine.
+the median and quartiles of the per-pair ratio new / old (below 1 means
+the new code is faster; new is the candidate, or the package's code
+where the change has landed).  It first checks that both give the
+same numbers.  Not a test: numbers depend on the machine.
 """
 
 import argparse
 import copy
+import math
 import statistics
 import sys
 from pathlib import Path
@@ -86,37 +90,30 @@ def packed_loop_encoder(encoder, X, src_valid_len):
     return outputs, torch.stack(finals)[:, unsort]
 
 
-def candidate_masked_softmax(X, valid_lens=None, *, mask=None):
-    """The candidate ``masked_softmax`` (its checks of ``X`` left out:
-    the inputs here are valid)."""
+def previous_masked_softmax(X, valid_lens=None, *, mask=None):
+    """``masked_softmax`` before the change (its checks of ``X`` left
+    out: the inputs here are valid)."""
     mask = _scores_mask(valid_lens, mask, X.shape, X.device)
     if mask is None:
         return F.softmax(X, dim=-1)
     mask = mask.view(mask.shape[:1] + (1,) * (X.dim() - 3)
                      + mask.shape[1:]) if X.dim() > 2 else mask[:, 0]
     low = torch.finfo(X.dtype).min
-    masked = ~mask
-    if (X < low / 2).any():
-        X = X.clamp_min(low / 2)
-    weights = F.softmax(X.masked_fill(masked, low), dim=-1)
-    if masked.all(dim=-1).any():
-        weights = weights.masked_fill(masked, 0.0)
-    return weights
+    weights = F.softmax(torch.where(mask, X.clamp_min(low / 2), low),
+                        dim=-1)
+    return weights.masked_fill(~mask, 0.0)
 
 
-class CandidateDotProductAttention(DotProductAttention):
-    """``DotProductAttention`` with weights, as the candidate computes
-    it."""
+class PreviousDotProductAttention(DotProductAttention):
+    """``DotProductAttention`` with weights, as it was before the
+    change."""
 
     def forward(self, queries, keys, values, valid_lens=None,
                 need_weights=True, *, mask=None, return_weights=False):
         _check_qkv(queries, keys, values)
-        d, S = queries.shape[-1], keys.shape[1]
-        if d < S:
-            scores = (queries * d ** -0.5) @ keys.transpose(1, 2)
-        else:
-            scores = queries @ keys.transpose(1, 2) * d ** -0.5
-        weights = candidate_masked_softmax(scores, valid_lens, mask=mask)
+        d = queries.shape[-1]
+        scores = queries @ keys.transpose(1, 2) / math.sqrt(d)
+        weights = previous_masked_softmax(scores, valid_lens, mask=mask)
         out = self.dropout(weights) @ values
         self.attention_weights = weights
         return (out, weights) if return_weights else out
@@ -149,9 +146,9 @@ def encoder_case(embed, layers):
 def attention_case(B, L, S):
     set_seed(0)
     D, h = 256, 8
-    old = MultiHeadAttention(D, h)
-    new = copy.deepcopy(old)
-    new.attention = CandidateDotProductAttention()
+    new = MultiHeadAttention(D, h)
+    old = copy.deepcopy(new)
+    old.attention = PreviousDotProductAttention()
     q = torch.randn(B, L, D, requires_grad=True)
     kv = torch.randn(B, S, D, requires_grad=True)
     lens = torch.randint(1, S + 1, (B,))  # no row without a valid key
@@ -175,8 +172,7 @@ CASES = {
 
 
 def compare(new, old, rounds, number):
-    """Median ms of each and the per-pair ratios new / old (new: the
-    candidate, old: d2lmini's code)."""
+    """Median ms of each and the per-pair ratios new / old."""
     for fn in (new, old):
         seconds_per_call(fn, 2)
     times, ratios = {"new": [], "old": []}, []
@@ -200,15 +196,15 @@ def main(argv=None):
     torch.set_num_threads(args.threads)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, "
           f"forward + backward, {args.rounds} pairs of runs")
-    print(f"{'case':40} {'cand. ms':>8} {'d2lmini ms':>10} "
-          f"{'cand./d2lmini':>13} {'quartiles':>13}")
+    print(f"{'case':40} {'new ms':>8} {'old ms':>8} "
+          f"{'new / old':>9} {'quartiles':>13}")
     for name, case in CASES.items():
         new, old = case()
         number = 2 if "L=S=128" in name else 5
         ms, ratios = compare(new, old, args.rounds, number)
         q1, med, q3 = statistics.quantiles(ratios, n=4)
-        print(f"{name:40} {ms['new']:8.2f} {ms['old']:10.2f} "
-              f"{statistics.median(ratios):13.3f} {q1:6.3f}-{q3:.3f}")
+        print(f"{name:40} {ms['new']:8.2f} {ms['old']:8.2f} "
+              f"{statistics.median(ratios):9.3f} {q1:6.3f}-{q3:.3f}")
 
 
 if __name__ == "__main__":

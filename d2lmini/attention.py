@@ -158,13 +158,19 @@ def masked_softmax(X, valid_lens=None, *, mask=None):
     # above half of it, so exp gives the masked keys exactly 0 whatever
     # the valid scores are (a valid score equal to a plain fill would
     # share its weight with them), and no inf or nan arises on the way.
-    # A row without a valid key comes out uniform, and the second fill
-    # sets it to exact zeros, which also gives its scores a zero gradient.
+    # Only a score below half the lowest value needs the clamp, so it
+    # runs only then (the check reads the scores; the clamp would write
+    # them and add a step to the backward pass).
     low = torch.finfo(scores.dtype).min
     masked = ~mask
-    weights = F.softmax(torch.where(mask, scores.clamp_min(low / 2), low),
-                        dim=-1)
-    return weights.masked_fill(masked, 0.0).to(X.dtype)
+    if (scores < low / 2).any():
+        scores = scores.clamp_min(low / 2)
+    weights = F.softmax(scores.masked_fill(masked, low), dim=-1)
+    # A row without a valid key comes out uniform: the second fill sets
+    # it to exact zeros, which also gives its scores a zero gradient.
+    if masked.all(dim=-1).any():
+        weights = weights.masked_fill(masked, 0.0)
+    return weights.to(X.dtype)
 
 
 class AttentionMemory(NamedTuple):
@@ -249,7 +255,12 @@ class DotProductAttention(nn.Module):
             weights = None
         else:
             d = queries.shape[-1]
-            scores = queries @ keys.transpose(1, 2) / math.sqrt(d)  # (B, L, S)
+            # Divide the queries (B, L, d) or the scores (B, L, S) by
+            # sqrt(d), whichever holds fewer numbers.
+            if d < keys.shape[1]:
+                scores = (queries / math.sqrt(d)) @ keys.transpose(1, 2)
+            else:
+                scores = queries @ keys.transpose(1, 2) / math.sqrt(d)
             weights = masked_softmax(scores, valid_lens, mask=mask)
             out = self.dropout(weights) @ values  # (B, L, v)
         self.attention_weights = weights

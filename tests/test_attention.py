@@ -252,6 +252,27 @@ def test_dot_product_equals_pytorch_sdpa(lens, need_weights):
         assert attention.attention_weights is None
 
 
+@pytest.mark.parametrize("d, S", [(4, 9), (16, 5)],
+                         ids=["queries scaled (d < S)", "scores scaled"])
+def test_both_places_of_the_sqrt_d_give_pytorchs_attention_and_grads(d, S):
+    """The 1/sqrt(d) goes on the queries when they are the smaller tensor,
+    on the scores otherwise: outputs and gradients equal PyTorch's."""
+    set_seed(2)
+    q = torch.randn(2, 3, d, dtype=torch.float64, requires_grad=True)
+    k = torch.randn(2, S, d, dtype=torch.float64, requires_grad=True)
+    v = torch.randn(2, S, 3, dtype=torch.float64, requires_grad=True)
+    lens = torch.tensor([2, S])
+    out, weights = DotProductAttention()(q, k, v, lens, return_weights=True)
+    ref = sdpa_reference(q, k, v, lens)
+    torch.testing.assert_close(out, ref)
+    grads = torch.autograd.grad((out * out).sum(), (q, k, v))
+    refs = torch.autograd.grad((ref * ref).sum(), (q, k, v))
+    for name, g, r in zip("qkv", grads, refs):
+        torch.testing.assert_close(g, r, msg=name)
+    scores = q @ k.transpose(1, 2) / d ** 0.5
+    torch.testing.assert_close(weights, masked_softmax(scores, lens))
+
+
 def test_fused_and_weights_paths_agree_with_empty_rows_and_gradients():
     q = torch.randn(2, 3, 4, dtype=torch.float64, requires_grad=True)
     k, v = torch.randn(2, 6, 4, dtype=torch.float64), torch.randn(2, 6, 3)

@@ -1,9 +1,11 @@
 """The website's live explorers and translators, in headless Chromium.
 
 Run with ``make browser`` after ``make book`` (a plain ``pytest`` skips
-this module, as it does tests/test_book_html.py, whose server and
-browser it shares).  Every page is read with the network cut off (any
-request to another host fails the test), and:
+the tests of the built site, as it does tests/test_book_html.py, whose
+server and browser they share; the small pages at the end need only
+Debian's chromium, and are skipped without it outside CI).  Every page
+is read with the network cut off (any request to another host fails the
+test), and:
 
 - every control of every explorer changes what is drawn, from the
   keyboard;
@@ -826,6 +828,12 @@ def any_browser(request):
     from playwright.sync_api import sync_playwright
     from test_book_html import CHROMIUM_FLAGS
     chromium = shutil.which("chromium") or "/usr/bin/chromium"
+    if not os.path.exists(chromium):
+        message = ("no chromium on this machine: `make chromium` installs "
+                   "Debian's (`make unit` and `make test` do it first)")
+        if os.environ.get("CI"):  # CI must run these tests, not skip them
+            pytest.fail(message)
+        pytest.skip(message)
     playwright = sync_playwright().start()
     launched = playwright.chromium.launch(executable_path=chromium,
                                           args=CHROMIUM_FLAGS)
