@@ -37,9 +37,10 @@ best rate this machine's BLAS reaches.  For each kind, one more round of
 floating-point operations of every ``mm``, ``addmm``, ``bmm`` and
 ``baddbmm`` and times them; the best rate is the fastest of a few large
 products (``peak_gflops``) measured in the same process.  The table gives
-per step the products' GFLOP, their time and rate, the time of all the
-rest, and the floor (GFLOP over the best rate); for d2l's kinds, the
-speed-up over d2l that d2lmini's floor would allow.  Writes
+per step the products' GFLOP, the profiled step's time, the products'
+time in it, their share and rate, and the floor (GFLOP over the best
+rate); for d2l's kinds, the speed-up over d2l that d2lmini's floor would
+allow.  Writes
 ``benchmarks/results/profile.json``.
 """
 
@@ -263,13 +264,16 @@ def peak_gflops(rounds=5):
 
 
 def matmul_work(kind, steps, meter):
-    """GFLOP and milliseconds of the matrix products of one step."""
+    """GFLOP and milliseconds of the matrix products of one step, and
+    the milliseconds of the whole step, all under the profiler (whose
+    bookkeeping slows a step of many small operators the most)."""
     profiler = torch.profiler.profile(with_flops=True)
-    run(kind, steps, meter, profiler)
+    clock = run(kind, steps, meter, profiler)
+    step_ms = sum(clock.seconds.values()) * 1000 / steps
     events = [e for e in profiler.key_averages() if e.key in MATMULS]
     gflop = sum(e.flops for e in events) / 1e9 / steps
     ms = sum(e.self_cpu_time_total for e in events) / 1000 / steps
-    return gflop, ms
+    return gflop, ms, step_ms
 
 
 def main(argv=None):
@@ -348,15 +352,20 @@ def report_floor(result, work, peak):
     """Print each kind's matrix products and floor; return them."""
     print(f"\nMatrix products per step; best rate of this machine "
           f"{peak:.0f} GFLOP/s (large float32 products, 2 threads):")
-    print(f"{'kind':20} {'step ms':>8} {'GFLOP':>6} {'mm ms':>6} "
-          f"{'GFLOP/s':>7} {'rest ms':>7} {'floor ms':>8}")
+    print("(profiled: one more round under PyTorch's profiler, whose "
+          "bookkeeping slows\nevery operator; mm: the products' own time "
+          "in it, and their share)")
+    print(f"{'kind':20} {'step ms':>8} {'GFLOP':>6} {'profiled':>8} "
+          f"{'mm ms':>6} {'share':>6} {'GFLOP/s':>7} {'floor ms':>8}")
     floors = {}
-    for name, (gflop, ms) in work.items():
+    for name, (gflop, ms, profiled) in work.items():
         step = result[name]["total"]
         floors[name] = {"gflop": round(gflop, 3), "ms": round(ms, 2),
+                        "profiled_step_ms": round(profiled, 2),
                         "floor_ms": round(1000 * gflop / peak, 2)}
-        print(f"{name:20} {step:8.1f} {gflop:6.2f} {ms:6.1f} "
-              f"{1000 * gflop / ms if ms else 0:7.0f} {step - ms:7.1f} "
+        print(f"{name:20} {step:8.1f} {gflop:6.2f} {profiled:8.1f} "
+              f"{ms:6.1f} {ms / profiled:6.1%} "
+              f"{1000 * gflop / ms if ms else 0:7.0f} "
               f"{1000 * gflop / peak:8.1f}")
     for name in work:
         mine = name.replace(", d2l", "")
