@@ -175,7 +175,8 @@ benchmark-seq2seq: $(STAMP)
 	$(BIN)/python benchmarks/seq2seq.py $(ARGS)
 
 # Where a training step's time goes, part by part, for the chapter's
-# models and the book's setting with d2lmini and d2l 1.0.3 (about 2
+# models and the book's setting with d2lmini and d2l 1.0.3, and each
+# step's floor, its matrix products at the machine's best rate (about 4
 # minutes; installs d2l as benchmark-seq2seq does); writes
 # benchmarks/results/profile.json.
 benchmark-profile: $(STAMP)

@@ -40,8 +40,7 @@ products (``peak_gflops``) measured in the same process.  The table gives
 per step the products' GFLOP, the profiled step's time, the products'
 time in it, their share and rate, and the floor (GFLOP over the best
 rate); for d2l's kinds, the speed-up over d2l that d2lmini's floor would
-allow.  Writes
-``benchmarks/results/profile.json``.
+allow.  Writes ``benchmarks/results/profile.json``.
 """
 
 import argparse
