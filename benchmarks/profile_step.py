@@ -366,9 +366,9 @@ def report_floor(result, work, peak):
               f"{ms:6.1f} {ms / profiled:6.1%} "
               f"{1000 * gflop / ms if ms else 0:7.0f} "
               f"{1000 * gflop / peak:8.1f}")
-    for name in work:
-        mine = name.replace(", d2l", "")
-        if name.endswith(", d2l") and mine in floors:
+    for name in D2L:
+        mine = name.removesuffix(", d2l")
+        if name in floors and mine in floors:
             ratio = result[name]["total"] / floors[mine]["floor_ms"]
             floors[name]["d2lmini_floor_speedup"] = round(ratio, 2)
             print(f"{mine}: d2l's step over d2lmini's floor = "
