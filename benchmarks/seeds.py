@@ -11,17 +11,21 @@ attention, with no attention at equal steps and at equal time, with one
 head and with eight heads of dot-product attention with query-key
 normalisation, as the multi-head section trains them; and
 ``TRANSFORMER_RECIPE`` at equal steps and at equal time, the step counts
-of equal time read from ``benchmarks/results/step_time.json``), scores each on
+of equal time measured on this machine for each seed by
+``d2lmini.timing.equal_time_steps``, as the notebooks measure theirs),
+scores each on
 the held-out test split, and gives for each seed the six paired
 differences of BLEU with their 95 % bootstrap intervals
 (``d2lmini.metrics.paired_bootstrap``):
 
 - additive - none, equal steps;
-- additive - none, equal time (the steps of ``EQUAL_TIME_STEPS``);
+- additive - none, equal time (as many steps of the model without
+  attention as take as long as the additive model's 1,000);
 - 8 heads - 1 head;
 - 1 head - additive;
 - Transformer - additive, equal steps;
-- Transformer - additive, equal time (``TRANSFORMER_EQUAL_TIME_STEPS``).
+- Transformer - additive, equal time (as many Transformer steps as take
+  as long as the additive model's 1,000).
 
 The seed changes the initialization, the order of the batches and the
 split: each seed has its own 1,000 test sentences and its own
@@ -50,26 +54,21 @@ from d2lmini.experiment import (
     seed_offset,
 )
 from d2lmini.metrics import paired_bootstrap
-from d2lmini.notebook import machine, read_result
+from d2lmini.timing import equal_time_steps
+from d2lmini.utils import machine
 
 ROOT = Path(__file__).resolve().parent.parent
-# The equal-time step counts of the Bahdanau and Transformer sections,
-# from the committed benchmarks/results/step_time.json, as they read it.
-_EQUAL = read_result("step_time")["equal_time_steps"]
-EQUAL_TIME_STEPS = _EQUAL["none"]
-TRANSFORMER_EQUAL_TIME_STEPS = _EQUAL["transformer"]
 R = CHAPTER_RECIPE
 MODELS = {
     "additive": R,
     "none": R.replace(attention="none"),
-    "none, equal time": R.replace(attention="none",
-                                  max_steps=EQUAL_TIME_STEPS),
     "1 head": R.replace(attention="multihead", num_heads=1, qk_norm=True),
     "8 heads": R.replace(attention="multihead", num_heads=8, qk_norm=True),
     "Transformer": TRANSFORMER_RECIPE,
-    "Transformer, equal time": TRANSFORMER_RECIPE.replace(
-        max_steps=TRANSFORMER_EQUAL_TIME_STEPS),
 }
+# Trained for as long as the additive model's steps take on this machine.
+EQUAL_TIME = {"none, equal time": "none",
+              "Transformer, equal time": "Transformer"}
 COMPARISONS = {
     "additive - none, equal steps": ("additive", "none"),
     "additive - none, equal time": ("additive", "none, equal time"),
@@ -95,12 +94,19 @@ def main(argv=None):
     rows = []
     for seed in args.seeds:
         scored = {}
-        for name, recipe in MODELS.items():
-            run = train_or_load(recipe.replace(seed=seed), progress=False)
+        models = {name: r.replace(seed=seed) for name, r in MODELS.items()}
+        equal = {}
+        for name, kind in EQUAL_TIME.items():
+            timed = equal_time_steps(models["additive"], models[kind])
+            print(f"seed {seed} {name}: {timed}", flush=True)
+            equal[name] = timed.steps
+            models[name] = models[kind].replace(max_steps=timed.steps)
+        for name, recipe in models.items():
+            run = train_or_load(recipe, progress=False)
             scored[name] = evaluate(run.model, run.data)
             print(f"seed {seed} {name:23} BLEU {scored[name].bleu:5.2f}"
                   f"{'  (trained)' if run.trained else ''}", flush=True)
-        row = {"seed": seed,
+        row = {"seed": seed, "equal_time_steps": equal,
                "bleu": {n: r.bleu for n, r in scored.items()},
                "comparisons": {}}
         for label, (a, b) in COMPARISONS.items():
@@ -123,8 +129,6 @@ def main(argv=None):
         "machine": f"{platform.machine()}, {torch.get_num_threads()} "
                    "CPU threads",
         "signature": signature,
-        "equal_time_steps": EQUAL_TIME_STEPS,
-        "transformer_equal_time_steps": TRANSFORMER_EQUAL_TIME_STEPS,
         "seeds": rows}, indent=1)
         + "\n")
     print(f"written to {args.out}")

@@ -24,12 +24,13 @@ alone.
   bidirectional GRU) would keep the ``PackedSequence`` path.
 - ``attention`` (landed in d2lmini, timed against the code it
   replaced): ``MultiHeadAttention`` returning its weights, whose
-  ``masked_softmax`` clamps the scores only where one lies below half
-  the lowest value and fills zeros only in rows without a valid key,
-  and whose dot products divide the smaller of queries and scores by
-  sqrt(d); against the previous code (scores divided by sqrt(d), then
-  clamp, where, softmax and a zero fill of every masked key); at B=32,
-  L=S=128, D=256, 8 heads, and at a decoder step (B=128, L=1, S=9).
+  ``masked_softmax`` runs the same steps whatever the scores are
+  (clamp, where, softmax, a zero fill of every masked key: no
+  device-to-host sync, one graph for ``torch.compile``), against the
+  code of b84d3fc, which read the scores on the host to skip the clamp
+  and the zero fill when they were not needed; both divide the smaller
+  of queries and scores by sqrt(d).  At B=32, L=S=128, D=256, 8 heads,
+  and at a decoder step (B=128, L=1, S=9).
 
 Each case times forward + backward, the two versions taking turns (the
 first of a pair alternating), and prints the median time of each and
@@ -91,28 +92,35 @@ def packed_loop_encoder(encoder, X, src_valid_len):
 
 
 def previous_masked_softmax(X, valid_lens=None, *, mask=None):
-    """``masked_softmax`` before the change (its checks of ``X`` left
-    out: the inputs here are valid)."""
+    """``masked_softmax`` as it was at b84d3fc, with two branches on the
+    scores' values (its checks of ``X`` left out: the inputs here are
+    valid)."""
     mask = _scores_mask(valid_lens, mask, X.shape, X.device)
     if mask is None:
         return F.softmax(X, dim=-1)
     mask = mask.view(mask.shape[:1] + (1,) * (X.dim() - 3)
                      + mask.shape[1:]) if X.dim() > 2 else mask[:, 0]
     low = torch.finfo(X.dtype).min
-    weights = F.softmax(torch.where(mask, X.clamp_min(low / 2), low),
-                        dim=-1)
-    return weights.masked_fill(~mask, 0.0)
+    masked = ~mask
+    if (X < low / 2).any():  # a device-to-host sync on a GPU
+        X = X.clamp_min(low / 2)
+    weights = F.softmax(X.masked_fill(masked, low), dim=-1)
+    if masked.all(dim=-1).any():  # and another
+        weights = weights.masked_fill(masked, 0.0)
+    return weights
 
 
 class PreviousDotProductAttention(DotProductAttention):
-    """``DotProductAttention`` with weights, as it was before the
-    change."""
+    """``DotProductAttention`` with weights, as it was at b84d3fc."""
 
     def forward(self, queries, keys, values, valid_lens=None,
                 need_weights=True, *, mask=None, return_weights=False):
         _check_qkv(queries, keys, values)
         d = queries.shape[-1]
-        scores = queries @ keys.transpose(1, 2) / math.sqrt(d)
+        if d < keys.shape[1]:
+            scores = (queries / math.sqrt(d)) @ keys.transpose(1, 2)
+        else:
+            scores = queries @ keys.transpose(1, 2) / math.sqrt(d)
         weights = previous_masked_softmax(scores, valid_lens, mask=mask)
         out = self.dropout(weights) @ values
         self.attention_weights = weights

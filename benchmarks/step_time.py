@@ -16,13 +16,11 @@ trained per second (non-pad labels of those batches over the median
 time) and each kind's time ratio to the model without attention and to
 the additive one, measured in the same run.
 
-The Bahdanau section trains its no-attention baseline for the number of
-steps that takes as long as the attention model's 1,000: 1,000 times the
-additive/none ratio of the medians (``equal_time_steps`` in the result);
-the Transformer section does the same for the Transformer.  The medians,
-the equal-time step counts and the machine that measured them go to
-``benchmarks/results/step_time.json``, which the notebooks and
-``benchmarks/seeds.py`` read.
+The equal-time step counts it prints (1,000 times the additive/none
+ratio of the medians, and the same for the Transformer) are this
+machine's.  The notebooks do not read them: they time their two models
+where they run (``d2lmini.timing.equal_time_steps``), and quote
+``benchmarks/results/step_time.json`` as one other machine's numbers.
 Needs the corpus (``D2LMINI_DATA_DIR``); about 3 minutes on 2 CPU cores.
 """
 
@@ -30,7 +28,6 @@ import argparse
 import itertools
 import json
 import statistics
-import time
 from pathlib import Path
 
 import torch
@@ -41,8 +38,8 @@ from d2lmini.experiment import (
     build_data,
     build_model,
 )
-from d2lmini.notebook import machine
-from d2lmini.utils import set_seed
+from d2lmini.timing import WARMUP, seconds_per_step
+from d2lmini.utils import machine, set_seed
 
 RESULTS = Path(__file__).resolve().parent / "results" / "step_time.json"
 
@@ -52,23 +49,8 @@ KINDS = {"additive": CHAPTER_RECIPE,
                                                num_heads=1),
          "none": CHAPTER_RECIPE.replace(attention="none"),
          "transformer": TRANSFORMER_RECIPE}
-WARMUP = 5
-
-
-def time_steps(model, batches):
-    """Seconds per step over ``batches`` (after the warm-up ones)."""
-    model.train()
-    optimizer = model.configure_optimizers()
-    start = None
-    for i, batch in enumerate(batches):
-        if i == WARMUP:
-            start = time.perf_counter()
-        loss, _ = model.training_step(batch)
-        optimizer.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-    return (time.perf_counter() - start) / (len(batches) - WARMUP)
+# One training step, timed as d2lmini.timing.equal_time_steps times it.
+time_steps = seconds_per_step
 
 
 def main(argv=None):

@@ -54,6 +54,10 @@ def _check_valid_lens(valid_lens, shape, device, *, at_most_s=False):
             f"valid_lens of shape {tuple(valid_lens.shape)} does not "
             f"match scores of shape {shape}: expected "
             f"{expected} (batch{', queries' if len(expected) > 1 else ''})")
+    if torch.compiler.is_compiling():
+        # Checking the values reads them on the host, which a compiled
+        # graph cannot do; the shapes above are checked all the same.
+        return valid_lens.to(device)
     if valid_lens.is_floating_point():
         if not torch.isfinite(valid_lens).all():
             raise ValueError(f"valid_lens must be finite, got {valid_lens}")
@@ -158,18 +162,15 @@ def masked_softmax(X, valid_lens=None, *, mask=None):
     # above half of it, so exp gives the masked keys exactly 0 whatever
     # the valid scores are (a valid score equal to a plain fill would
     # share its weight with them), and no inf or nan arises on the way.
-    # Only a score below half the lowest value needs the clamp, so it
-    # runs only then (the check reads the scores; the clamp would write
-    # them and add a step to the backward pass).
-    low = torch.finfo(scores.dtype).min
-    masked = ~mask
-    if (scores < low / 2).any():
-        scores = scores.clamp_min(low / 2)
-    weights = F.softmax(scores.masked_fill(masked, low), dim=-1)
     # A row without a valid key comes out uniform: the second fill sets
     # it to exact zeros, which also gives its scores a zero gradient.
-    if masked.all(dim=-1).any():
-        weights = weights.masked_fill(masked, 0.0)
+    # No step looks at the values to decide what to run: on a GPU such a
+    # test waits for the device (a sync per call), torch.compile cannot
+    # trace it, and a nan in one row could change what another row gets.
+    low = torch.finfo(scores.dtype).min
+    weights = F.softmax(torch.where(mask, scores.clamp_min(low / 2), low),
+                        dim=-1)
+    weights = weights.masked_fill(~mask, 0.0)
     return weights.to(X.dtype)
 
 

@@ -255,12 +255,23 @@ def fingerprint(recipe, data):
 
 class Run(NamedTuple):
     """What ``train_or_load`` returns; ``trained`` is False when the
-    weights came from the cache."""
+    weights came from the cache, and ``reason`` says, in words, why they
+    did not when it is True."""
 
     model: Seq2Seq
     data: MTFraEng
     history: History
     trained: bool
+    reason: str = ""
+
+    def summary(self):
+        """One line for a notebook: trained now (and why) or loaded,
+        then the first line of ``History.summary()``."""
+        first = self.history.summary().splitlines()[0]
+        if not self.trained:
+            return f"loaded from the cache: {first}"
+        why = f" ({self.reason})" if self.reason else ""
+        return f"trained now{why}: {first}"
 
 
 def checkpoint_path(recipe, cache_dir=None):
@@ -294,6 +305,10 @@ def _stale(saved, current):
     return None
 
 
+class _StaleCheckpoint(ValueError):
+    """A readable checkpoint of other code, data, recipe or device."""
+
+
 def _load(recipe, data, path, expected):
     """Model, History and generator state of a usable cache file."""
     model = build_model(recipe, data)
@@ -301,7 +316,7 @@ def _load(recipe, data, path, expected):
     def fresh(extra):
         reason = _stale(extra.get("fingerprint"), expected)
         if reason:
-            raise ValueError(reason)
+            raise _StaleCheckpoint(reason)
 
     extra = load_checkpoint(model, path, check=fresh)
     record = extra["history"]
@@ -362,13 +377,16 @@ def _train_or_load(recipe, cache_dir, progress):
     path = checkpoint_path(recipe, cache_dir)
     data = build_data(recipe)
     expected = fingerprint(recipe, data)
+    reason = "no cached model yet"
     if path.exists():
         try:
             model, history, state = _load(recipe, data, path, expected)
             data.generator.set_state(state)
-        except (ValueError, RuntimeError, KeyError, TypeError,
-                EOFError) as err:
-            warnings.warn(f"retraining {path.name}: {err}", stacklevel=3)
+        except (ValueError, RuntimeError, KeyError, TypeError, EOFError,
+                OSError) as err:
+            # Said in words by Run.summary(), not warned: a notebook's
+            # output shows what it means, not a path of this machine.
+            reason = _unusable(err, path)
         else:
             return Run(model.eval(), data, history, False)
     model, data, history = train(recipe, data, progress)
@@ -376,4 +394,14 @@ def _train_or_load(recipe, cache_dir, progress):
                     fingerprint=expected,
                     generator_state=data.generator.get_state(),
                     history=_history_record(history))
-    return Run(model, data, history, True)
+    return Run(model, data, history, True, reason)
+
+
+def _unusable(err, path):
+    """Why the cache file at ``path`` could not be used, in words, with
+    the file's name and not its folder (a path of this machine)."""
+    detail = (str(err).strip() or type(err).__name__).replace(
+        str(path), path.name)
+    if isinstance(err, _StaleCheckpoint):
+        return f"the cached model is stale: {detail}"
+    return f"the cached file could not be read: {detail}"

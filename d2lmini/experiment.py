@@ -47,6 +47,8 @@ _FLOAT_FIELDS = ("dropout", "lr", "gradient_clip_val", "max_time")
 CACHE_FORMAT = 2
 # Train every recipe as another machine would (see seed_offset).
 SEED_OFFSET_VARIABLE = "D2LMINI_SEED_OFFSET"
+# A seed plus the offset must stay within what set_seed takes (< 2**32).
+MAX_SEED_OFFSET = 2**31 - 1
 
 
 def seed_offset():
@@ -61,15 +63,14 @@ def seed_offset():
     (the default): the chapter's own runs.
     """
     text = os.environ.get(SEED_OFFSET_VARIABLE, "").strip()
-    try:
-        value = int(text) if text else 0
-    except ValueError:
-        value = -1
-    if value < 0:
+    # ASCII digits only: int() would also read '١', '１' and '1_0'.
+    if text and (not text.isascii() or not text.isdigit()
+                 or int(text) > MAX_SEED_OFFSET):
         raise ValueError(f"{SEED_OFFSET_VARIABLE} must be a whole number "
-                         f">= 0, got {text!r}; unset it to train with the "
-                         "recipes' own seeds")
-    return value
+                         f"from 0 to {MAX_SEED_OFFSET} in ASCII digits, got "
+                         f"{text!r}; unset it to train with the recipes' "
+                         "own seeds")
+    return int(text) if text else 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,7 +133,8 @@ class Recipe:
                     value, numbers.Real):
                 raise TypeError(f"{name} must be a number, got "
                                 f"{value!r} ({type(value).__name__})")
-            object.__setattr__(self, name, float(value))
+            # + 0.0 turns -0.0 into 0.0: equal recipes, one key.
+            object.__setattr__(self, name, float(value) + 0.0)
         for name, low, none_ok in (
                 ("batch_size", 1, False), ("num_steps", 1, False),
                 ("num_train", 1, True), ("num_val", 0, False),

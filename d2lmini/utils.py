@@ -1,18 +1,23 @@
-"""Small helpers every module shares: seeding, argument checks, safe writes.
+"""Small helpers every module shares: seeding, argument checks, safe writes,
+and what a measurement records of the machine that made it.
 
 This module imports nothing else of ``d2lmini``, so any module may use it.
 """
 
 import contextlib
+import datetime
 import os
+import platform
 import random
+import shlex
+import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
 import torch
 
-__all__ = ["atomic_write", "check_int", "check_shape", "set_seed"]
+__all__ = ["atomic_write", "check_int", "check_shape", "machine", "set_seed"]
 
 
 def set_seed(seed):
@@ -78,3 +83,32 @@ def atomic_write(path, prefix=None, mode=0o644):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def _cpu_model():
+    """The CPU's model name, from /proc/cpuinfo where there is one."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith(("model name", "Hardware")):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine(command=None):
+    """What a benchmark result must record of the run that made it: the
+    command, the date, the CPU, the thread count and the torch build.
+
+    Args:
+        command: the command line; defaults to this process's.
+    """
+    if command is None:
+        command = " ".join(["python"] + [shlex.quote(a) for a in sys.argv])
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    return {"command": command,
+            "date": datetime.date.today().isoformat(),
+            "cpu": f"{_cpu_model()} ({platform.machine()})",
+            "threads": torch.get_num_threads(),
+            "torch": torch.__version__,
+            "device": device}

@@ -12,11 +12,15 @@ from d2lmini.experiment import SEED_OFFSET_VARIABLE
 from d2lmini.utils import set_seed
 
 
-@pytest.fixture(autouse=True)
-def no_seed_offset(monkeypatch):
+@pytest.fixture(autouse=True, scope="session")
+def no_seed_offset():
     """Unit tests train with the recipes' own seeds, even when the shell
-    sets D2LMINI_SEED_OFFSET for a perturbed notebook run."""
-    monkeypatch.delenv(SEED_OFFSET_VARIABLE, raising=False)
+    sets D2LMINI_SEED_OFFSET for a perturbed notebook run: unset for the
+    whole session, so that module-scoped fixtures, set up before any
+    function-scoped one, do not see it either."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv(SEED_OFFSET_VARIABLE, raising=False)
+        yield
 
 
 def _closed_url():

@@ -169,6 +169,59 @@ def test_masking_makes_no_inf_or_nan_even_in_the_backward_pass():
     torch.testing.assert_close(weights[0, 1], torch.tensor([0.5, 0.5, 0.0]))
 
 
+def test_a_nan_score_stays_in_its_own_row():
+    """A nan among a row's valid scores spoils that row's valid keys
+    only: its masked keys keep weight 0, whatever the other rows of the
+    batch are (the masked softmax runs the same steps for every row)."""
+    X = torch.tensor([[[math.nan, 0.0, 1.0]], [[0.0, 1.0, 2.0]]])
+    for lens in (torch.tensor([2, 2]), torch.tensor([2, 0]),
+                 torch.tensor([2, 3])):
+        W = masked_softmax(X, lens)
+        assert W[0, 0, :2].isnan().all() and W[0, 0, 2] == 0, (lens, W)
+        alone = masked_softmax(X[1:], lens[1:])
+        assert torch.equal(W[1:], alone), (lens, W)
+
+
+def test_masked_softmax_reads_no_value_on_the_host(monkeypatch):
+    """No branch on the scores' values: converting a tensor to a Python
+    bool (what an ``if`` on a tensor does, a device-to-host sync on a
+    GPU) is never called once the mask is built."""
+    X = torch.randn(2, 3, 4)
+    mask = valid_mask(torch.tensor([0, 3]), 4)
+    calls = []
+    original = torch.Tensor.__bool__
+
+    def spy(self):
+        calls.append(tuple(self.shape))
+        return original(self)
+
+    monkeypatch.setattr(torch.Tensor, "__bool__", spy)
+    masked_softmax(X, mask=mask)
+    assert calls == [], f"masked_softmax read values on the host: {calls}"
+
+
+@pytest.mark.slow
+def test_attention_compiles_as_one_graph():
+    """``torch.compile(..., fullgraph=True)`` traces the masked softmax,
+    ``DotProductAttention`` and ``MultiHeadAttention`` with lengths
+    without a graph break, and gives the eager numbers."""
+    torch._dynamo.reset()
+    set_seed(0)
+    X = torch.randn(2, 3, 4)
+    lens = torch.tensor([0, 3])
+    compiled = torch.compile(masked_softmax, fullgraph=True,
+                             backend="eager")
+    torch.testing.assert_close(compiled(X, lens), masked_softmax(X, lens))
+    mask = valid_mask(lens, 4)
+    torch.testing.assert_close(compiled(X, mask=mask),
+                               masked_softmax(X, mask=mask))
+    q, kv = torch.randn(2, 3, 8), torch.randn(2, 4, 8)
+    for layer in (DotProductAttention(), MultiHeadAttention(8, 2)):
+        layer.eval()
+        fn = torch.compile(layer, fullgraph=True, backend="eager")
+        torch.testing.assert_close(fn(q, kv, kv, lens), layer(q, kv, kv, lens))
+
+
 # masked_softmax: bad input --------------------------------------------------
 
 @pytest.mark.parametrize("X, lens, message", [

@@ -12,7 +12,6 @@ import shutil
 import subprocess
 import sys
 import textwrap
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +22,7 @@ from test_trainer import Regression
 
 from d2lmini import cache, corpus, experiment
 from d2lmini.cache import load_checkpoint, save_checkpoint
+from d2lmini.trainer import History
 
 
 def _touch(path):
@@ -106,9 +106,11 @@ def test_train_or_load_retrains_when_the_code_changes(tmp_path,
     first = cache.train_or_load(TINY, tmp_path, progress=False)
     monkeypatch.setattr(cache, "code_fingerprint",
                         lambda: "code of another version")
-    with pytest.warns(UserWarning, match="d2lmini's code changed"):
-        again = cache.train_or_load(TINY, tmp_path, progress=False)
+    again = cache.train_or_load(TINY, tmp_path, progress=False)
     assert again.trained and first.trained
+    assert "d2lmini's code changed" in again.reason, again.reason
+    assert again.summary().startswith("trained now (the cached model is "
+                                      "stale: d2lmini's code changed")
     # the new fingerprint was stored: the next call is a cache hit
     assert not cache.train_or_load(TINY, tmp_path,
                                         progress=False).trained
@@ -124,24 +126,47 @@ def test_train_or_load_retrains_on_any_stale_part(tmp_path, part, words):
     _save_with(path, run.model, fingerprint=fp,
                generator_state=run.data.generator.get_state(),
                history=cache._history_record(run.history))
-    with pytest.warns(UserWarning, match=re.escape(words) + ".* changed"):
-        assert cache.train_or_load(TINY, tmp_path,
-                                        progress=False).trained
+    again = cache.train_or_load(TINY, tmp_path, progress=False)
+    assert again.trained
+    assert re.search(re.escape(words) + ".* changed", again.reason), (
+        again.reason)
 
 
 def test_train_or_load_retrains_an_old_or_damaged_file(tmp_path):
     run = cache.train_or_load(TINY, tmp_path, progress=False)
     path = cache.checkpoint_path(TINY, tmp_path)
     _save_with(path, run.model, history={})  # no fingerprint: older
-    with pytest.warns(UserWarning, match="no fingerprint"):
-        assert cache.train_or_load(TINY, tmp_path,
-                                        progress=False).trained
+    again = cache.train_or_load(TINY, tmp_path, progress=False)
+    assert again.trained and "no fingerprint" in again.reason
     torch.save({"format": "d2lmini-checkpoint", "version": 1,
                 "state_dict": run.model.state_dict(), "extra": [1, 2]},
                path)  # metadata that is not a dict
-    with pytest.warns(UserWarning, match="not a dict"):
-        assert cache.train_or_load(TINY, tmp_path,
-                                        progress=False).trained
+    again = cache.train_or_load(TINY, tmp_path, progress=False)
+    assert again.trained and "not a dict" in again.reason
+    assert str(tmp_path) not in again.reason, "a path of this machine"
+
+
+@pytest.mark.parametrize("cut", [0, 100, -100])
+def test_a_truncated_or_empty_checkpoint_is_retrained(tmp_path, cut):
+    """An empty file or one cut short (torch raises OSError for a zip
+    cut short) retrains, and the reason says so in words."""
+    run = cache.train_or_load(TINY, tmp_path, progress=False)
+    path = cache.checkpoint_path(TINY, tmp_path)
+    whole = path.read_bytes()
+    path.write_bytes(whole[:cut] if cut else b"")
+    again = cache.train_or_load(TINY, tmp_path, progress=False)
+    assert again.trained and run.trained
+    assert again.reason.startswith("the cached file could not be read: ")
+    assert len(again.reason) > len("the cached file could not be read: ")
+    assert str(tmp_path) not in again.reason, "a path of this machine"
+
+
+def test_a_cache_hit_or_a_first_training_says_so():
+    run = cache.Run(None, None, History(), True,
+                    "no cached model yet")
+    assert run.summary().startswith("trained now (no cached model yet): ")
+    assert run._replace(trained=False).summary().startswith(
+        "loaded from the cache: ")
 
 
 def test_the_data_dependence_is_in_the_fingerprint():
@@ -175,9 +200,8 @@ def test_train_or_load_replaces_a_bad_file(tmp_path):
     path = cache.checkpoint_path(TINY, tmp_path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(b"not a checkpoint")
-    with pytest.warns(UserWarning, match="retraining"):
-        run = cache.train_or_load(TINY, tmp_path, progress=False)
-    assert run.trained
+    run = cache.train_or_load(TINY, tmp_path, progress=False)
+    assert run.trained and "could not be read" in run.reason, run.reason
     assert not cache.train_or_load(TINY, tmp_path,
                                         progress=False).trained
 
@@ -296,9 +320,8 @@ def test_a_changed_vocabulary_is_called_a_data_change(tmp_path):
                           "generator_state": run.data.generator.get_state(),
                           "history": cache._history_record(run.history)}},
                path)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        assert cache.train_or_load(TINY, tmp_path, progress=False).trained
-    said = " ".join(str(w.message) for w in caught)
+    again = cache.train_or_load(TINY, tmp_path, progress=False)
+    assert again.trained
+    said = again.reason
     assert "the data (vocabulary or split) changed" in said
     assert "size mismatch" not in said

@@ -21,6 +21,7 @@ from d2lmini import (
     transformer,
 )
 from d2lmini.experiment import BOOK_RECIPE, CHAPTER_RECIPE, Recipe
+from d2lmini.utils import set_seed
 
 SUBJECTS = [("i", "je"), ("you", "tu"), ("we", "nous"), ("they", "ils")]
 VERBS = [("see", ("vois", "regarde")), ("like", ("aime", "adore")),
@@ -229,11 +230,29 @@ def test_a_seed_offset_trains_other_weights_on_the_same_split(monkeypatch):
     assert not all(torch.equal(a, b) for a, b in zip(b0, b_plain))
 
 
-@pytest.mark.parametrize("text", ["-1", "two", "1.5"])
+def test_a_negative_zero_is_zero_in_the_key():
+    """-0.0 == 0.0, so the two recipes are one, with one key."""
+    for name in ("dropout", "gradient_clip_val"):
+        a, b = TINY.replace(**{name: -0.0}), TINY.replace(**{name: 0.0})
+        assert a == b and a.key() == b.key(), name
+
+
+def test_the_largest_seed_offset_seeds(monkeypatch):
+    monkeypatch.setenv(experiment.SEED_OFFSET_VARIABLE, str(2**31 - 1))
+    assert experiment.seed_offset() == 2**31 - 1
+    set_seed(TINY.training_seed())  # within what set_seed takes
+
+
+@pytest.mark.parametrize("text", [
+    "-1", "two", "1.5", "\u0661", "\uff11", "1_0", "4294967296",
+    str(2**31)])
 def test_a_bad_seed_offset_says_what_to_do(monkeypatch, text):
+    """Negative, not a number, not ASCII digits ('١', '１' and '1_0' are
+    whole numbers to int()) or too large for a seed: a clear error."""
     monkeypatch.setenv(experiment.SEED_OFFSET_VARIABLE, text)
     with pytest.raises(ValueError, match="D2LMINI_SEED_OFFSET must be a "
-                       "whole number >= 0, got"):
+                       "whole number from 0 to 2147483647 in ASCII digits, "
+                       "got"):
         experiment.seed_offset()
 
 

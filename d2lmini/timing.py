@@ -1,0 +1,184 @@
+"""Equal training time, measured on the machine that runs the comparison.
+
+A comparison "at equal training time" trains one model for as many steps
+as take as long as another model's steps.  How many that is depends on
+the machine: another CPU, thread count or device changes the ratio of
+the two models' step times.  ``equal_time_steps`` therefore times both
+models here, on the same batches, before they train, and keeps the
+measurement in the cache folder under a key of the two recipes, the
+code, torch, the CPU, the thread count and the device: the next run on
+this machine (nbval, a reader's "Run All") reuses it, so it trains, or
+loads, the same baseline; another machine measures its own.
+"""
+
+import dataclasses
+import datetime
+import hashlib
+import itertools
+import json
+import statistics
+import time
+
+import torch
+
+from . import corpus
+from .cache import code_fingerprint, training_device
+from .experiment import build_data, build_model
+from .utils import atomic_write, check_int, machine, set_seed
+
+__all__ = ["EqualTime", "equal_time_steps", "seconds_per_step"]
+
+WARMUP = 5  # steps run before the clock starts (allocations, caches)
+
+
+def seconds_per_step(model, batches, device=None):
+    """Seconds per training step (forward, backward, clipping at 1, Adam)
+    over ``batches``, after ``WARMUP`` of them that are not timed."""
+    if len(batches) <= WARMUP:
+        raise ValueError(f"need more than {WARMUP} batches (the first "
+                         f"{WARMUP} warm up), got {len(batches)}")
+    device = torch.device("cpu") if device is None else device
+    model.to(device).train()
+    batches = [[t.to(device) for t in b] for b in batches]
+    optimizer = model.configure_optimizers()
+    start = None
+    for i, batch in enumerate(batches):
+        if i == WARMUP:
+            _sync(device)
+            start = time.perf_counter()
+        loss, _ = model.training_step(batch)
+        optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+    _sync(device)
+    return (time.perf_counter() - start) / (len(batches) - WARMUP)
+
+
+def _sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    elif device.type == "mps":
+        torch.mps.synchronize()
+
+
+@dataclasses.dataclass(frozen=True)
+class EqualTime:
+    """How many steps of ``other`` take as long as ``reference_steps``
+    of the reference, as measured on ``machine``.
+
+    ``ms`` holds the median milliseconds per step of ``"reference"`` and
+    ``"other"``; ``steps`` = round(reference_steps * ms reference /
+    ms other); ``reused`` is True when the measurement came from an
+    earlier run on this machine (``date`` says when).
+    """
+
+    steps: int
+    reference_steps: int
+    ms: dict
+    ratio: float
+    date: str
+    machine: str
+    reused: bool = False
+
+    def __str__(self):
+        when = (f"measured on this machine on {self.date}, reused"
+                if self.reused else "measured now, on this machine")
+        return (f"step time {when} ({self.machine}): "
+                f"{self.ms['reference']:.1f} ms against "
+                f"{self.ms['other']:.1f} ms, a ratio of {self.ratio:.3f}; "
+                f"{self.steps:,} steps take as long as "
+                f"{self.reference_steps:,}")
+
+
+def _machine_words():
+    m = machine()
+    return f"{m['cpu']}, {m['threads']} threads, {training_device()}"
+
+
+def _record_path(reference, other, reference_steps, rounds, steps):
+    m = machine()
+    key = json.dumps([reference.key(), other.key(), reference_steps,
+                      rounds, steps, code_fingerprint(), m["cpu"],
+                      m["threads"], m["torch"], training_device()])
+    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+    return corpus.cache_dir() / "timings" / f"equal-time-{digest}.json"
+
+
+def equal_time_steps(reference, other, reference_steps=None, *, rounds=3,
+                     steps=20, remeasure=False):
+    """The number of steps of recipe ``other`` that take as long, on this
+    machine, as ``reference_steps`` steps of recipe ``reference``.
+
+    Both models are built from their recipes (seeded) and trained for
+    ``steps`` timed steps on the same batches of the reference's data,
+    taking turns for ``rounds`` rounds so that a busy moment of the
+    machine slows both; the medians give the ratio.  The result is kept
+    in the cache folder and reused by later calls on this machine with
+    the same recipes, code, torch, CPU, thread count and device (pass
+    ``remeasure=True`` to time again).
+
+    Args:
+        reference, other: ``Recipe``s with the same data settings.
+        reference_steps: the reference's step count; defaults to its
+            ``max_steps``.
+        rounds, steps: how many turns, and timed steps per turn.
+
+    Returns:
+        ``EqualTime``; ``str()`` of it is a sentence for a notebook.
+    """
+    if reference_steps is None:
+        reference_steps = reference.max_steps
+    check_int("reference_steps", reference_steps)
+    check_int("rounds", rounds)
+    check_int("steps", steps)
+    if _data_fields(reference) != _data_fields(other):
+        raise ValueError(
+            "equal_time_steps times two models on the same batches: the "
+            "recipes must have the same data settings, got "
+            f"{_data_fields(reference)} and {_data_fields(other)}")
+    path = _record_path(reference, other, reference_steps, rounds, steps)
+    if path.is_file() and not remeasure:
+        try:
+            return EqualTime(**json.loads(path.read_text()), reused=True)
+        except (ValueError, TypeError):
+            pass  # an unreadable record: measure again
+    data = build_data(reference)
+    batches = list(itertools.islice(data.train_dataloader(),
+                                    WARMUP + steps))
+    device = torch.device(training_device())
+    seconds = {"reference": [], "other": []}
+    with torch.random.fork_rng(devices=[]):
+        for i in range(rounds):
+            # The first of a pair alternates from round to round.
+            order = (("reference", reference), ("other", other))
+            for name, recipe in (order if i % 2 == 0 else order[::-1]):
+                set_seed(recipe.training_seed())
+                model = build_model(recipe, data)
+                seconds[name].append(seconds_per_step(model, batches,
+                                                      device))
+    # The step count follows from the milliseconds as recorded, so the
+    # numbers a notebook prints give its step count again.
+    ms = {name: round(1000 * statistics.median(s), 3)
+          for name, s in seconds.items()}
+    ratio = ms["reference"] / ms["other"]
+    result = EqualTime(steps=round(reference_steps * ratio),
+                       reference_steps=reference_steps, ms=ms,
+                       ratio=ratio,
+                       date=datetime.date.today().isoformat(),
+                       machine=_machine_words())
+    record = dataclasses.asdict(result)
+    del record["reused"]
+    with atomic_write(path) as f:
+        f.write((json.dumps(record, indent=1) + "\n").encode())
+    return result
+
+
+_DATA_FIELDS = ("batch_size", "num_steps", "num_train", "num_val",
+                "num_test", "max_src_len", "max_tgt_len", "shuffle",
+                "min_freq", "bucket", "seed")
+
+
+def _data_fields(recipe):
+    return {name: getattr(recipe, name) for name in _DATA_FIELDS
+            if hasattr(recipe, name)}
