@@ -18,6 +18,7 @@ import hashlib
 import json
 import pickle
 import random
+import sys
 import warnings
 from pathlib import Path
 from typing import NamedTuple
@@ -327,18 +328,53 @@ def _load(recipe, data, path, expected):
 
 
 @contextlib.contextmanager
-def _global_generators_kept():
-    """Put Python's, NumPy's and torch's global generators (and every
-    CUDA device's) back as they were when the block began."""
+def _global_generators_kept(device_type=None):
+    """Put Python's, NumPy's and torch's global generators back as they
+    were when the block began, and the generator of the device that
+    trains: every CUDA device's, or the Apple GPU's (MPS)."""
+    device_type = device_type or training_device()
+    if device_type == "cuda":
+        devices = range(torch.cuda.device_count())
+    elif device_type == "mps":
+        devices = [0]  # one Apple GPU, one generator
+    else:
+        devices = []
     python, numpy = random.getstate(), np.random.get_state()
     with torch.random.fork_rng(
-            devices=range(torch.cuda.device_count())
-            if torch.cuda.is_available() else []):
+            devices=devices,
+            device_type="mps" if device_type == "mps" else "cuda"):
         try:
             yield
         finally:
             random.setstate(python)
             np.random.set_state(numpy)
+
+
+def _stale_bindings():
+    """Names that a training module took from another d2lmini module and
+    that no longer are what that module holds: after
+    ``importlib.reload(d2lmini.attention)``, ``d2lmini.multihead`` still
+    builds the old ``DotProductAttention`` while the fingerprint reads
+    the new source.  Returns ``["multihead.DotProductAttention", ...]``."""
+    package_dir = Path(__file__).parent
+    stale = []
+    for module in sorted(_imported_modules(_TRAINING_ROOT, package_dir,
+                                           _source_that_ran)):
+        loaded = sys.modules.get(f"{__package__}.{module}")
+        if loaded is None:
+            continue
+        for name, obj in vars(loaded).items():
+            home = getattr(obj, "__module__", None)
+            if not (isinstance(obj, type) or callable(obj)) or \
+                    not isinstance(home, str) or home == loaded.__name__ \
+                    or not home.startswith(f"{__package__}."):
+                continue
+            origin = sys.modules.get(home)
+            if origin is not None and \
+                    getattr(origin, getattr(obj, "__name__", name),
+                            obj) is not obj:
+                stale.append(f"{module}.{name}")
+    return stale
 
 
 def train_or_load(recipe, cache_dir=None, progress=True):
@@ -357,10 +393,14 @@ def train_or_load(recipe, cache_dir=None, progress=True):
 
     The model is trained and cached under the code running in this
     process; if a training module was edited since it was imported, a
-    warning says so (restart the kernel to train the edited code).
+    warning says so (restart the kernel to train the edited code), and
+    if one was reloaded with ``importlib.reload`` while another still
+    holds its old classes, it raises ``RuntimeError``.
 
     Returns:
-        ``Run(model, data, history, trained)``.
+        ``Run(model, data, history, trained, reason)``: the model on the
+        CPU in eval mode, whether it trained (on any device) or loaded;
+        ``reason`` says why it trained, in words.
     """
     edited = _edited_since_import()
     if edited:
@@ -369,6 +409,13 @@ def train_or_load(recipe, cache_dir=None, progress=True):
             "since this process imported it: the model is trained and "
             "cached for the code that runs, the old one; restart the "
             "kernel (or Python) to use the edited code", stacklevel=2)
+    stale = _stale_bindings()
+    if stale:
+        raise RuntimeError(
+            f"d2lmini was partly reloaded: {', '.join(stale)} are not what "
+            "their modules now hold, so the model would be built from the "
+            "old classes while its fingerprint names the new code; restart "
+            "the kernel (or Python) instead of importlib.reload")
     with _global_generators_kept():
         return _train_or_load(recipe, cache_dir, progress)
 
@@ -390,6 +437,7 @@ def _train_or_load(recipe, cache_dir, progress):
         else:
             return Run(model.eval(), data, history, False)
     model, data, history = train(recipe, data, progress)
+    model = model.to("cpu")  # as a load gives it, on any device
     save_checkpoint(model, path, recipe=dataclasses.asdict(recipe),
                     fingerprint=expected,
                     generator_state=data.generator.get_state(),

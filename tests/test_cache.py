@@ -169,6 +169,69 @@ def test_a_cache_hit_or_a_first_training_says_so():
         "loaded from the cache: ")
 
 
+def test_a_partial_reload_is_refused(tmp_path, monkeypatch):
+    """importlib.reload(d2lmini.attention) gives the module new classes
+    while d2lmini.multihead keeps the old ones: build_model would build
+    the old code under the new code's fingerprint.  Here the module's
+    class is replaced as a reload replaces it."""
+    from d2lmini import attention
+
+    class DotProductAttention(attention.DotProductAttention):
+        pass
+
+    DotProductAttention.__module__ = attention.__name__
+    monkeypatch.setattr(attention, "DotProductAttention",
+                        DotProductAttention)
+    assert "multihead.DotProductAttention" in cache._stale_bindings()
+    with pytest.raises(RuntimeError, match="partly reloaded: .*multihead"
+                       r"\.DotProductAttention"):
+        cache.train_or_load(TINY, tmp_path, progress=False)
+    monkeypatch.undo()
+    assert cache._stale_bindings() == []
+
+
+@pytest.mark.parametrize("device, devices", [
+    ("cpu", []), ("mps", [0])])
+def test_the_training_devices_generator_is_kept(monkeypatch, device,
+                                                devices):
+    """A cache hit leaves the generator of the device that trains where
+    a fresh run leaves it: fork_rng saves that device's state (the
+    Apple GPU's too, not only CUDA's)."""
+    calls = []
+    real = torch.random.fork_rng
+
+    def spy(devices=None, device_type="cuda", **kwargs):
+        calls.append((list(devices), device_type))
+        return real(devices=[], device_type="cuda")
+
+    monkeypatch.setattr(torch.random, "fork_rng", spy)
+    with cache._global_generators_kept(device):
+        pass
+    assert calls == [(devices, "mps" if device == "mps" else "cuda")]
+
+
+def test_the_model_is_on_the_cpu_trained_or_loaded(tmp_path, monkeypatch):
+    """Run.model is on the CPU whether it trained (on any device) or was
+    loaded.  This machine has no GPU: the trained model records the
+    device it is moved to, as one trained on CUDA would need moving."""
+    real, moved = experiment.train, []
+
+    def train_elsewhere(recipe, data=None, progress=True):
+        model, data, history = real(recipe, data, progress)
+        to = model.to
+        model.to = lambda *a, **k: moved.append((a, k)) or to(*a, **k)
+        return model, data, history
+
+    monkeypatch.setattr(cache, "train", train_elsewhere)
+    trained = cache.train_or_load(TINY, tmp_path, progress=False)
+    assert [torch.device(*a, **k) for a, k in moved] == [
+        torch.device("cpu")], moved
+    loaded = cache.train_or_load(TINY, tmp_path, progress=False)
+    for run in (trained, loaded):
+        assert {p.device.type for p in run.model.parameters()} == {"cpu"}
+        assert not run.model.training
+
+
 def test_the_data_dependence_is_in_the_fingerprint():
     d = experiment.build_data(TINY)
     fp = cache.fingerprint(TINY, d)
