@@ -13,7 +13,8 @@ import time
 import torch
 from torch import nn
 
-from d2lmini.attention import MultiHeadAttention, valid_mask
+from d2lmini.attention import valid_mask
+from d2lmini.multihead import MultiHeadAttention
 from d2lmini.utils import set_seed
 
 SHAPES = {  # name: (B, L, S, D, h)

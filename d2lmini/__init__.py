@@ -25,9 +25,10 @@ _NAMES = {
                   "AdditiveAttention"),
     "multihead": ("MultiHeadAttention",),
     "pooling": ("nadaraya_watson", "NWKernelRegression"),
-    "transformer": ("PositionalEncoding", "PositionWiseFFN", "AddNorm",
-                    "TransformerEncoderBlock", "TransformerDecoderBlock",
-                    "TransformerEncoder", "TransformerDecoder"),
+    "transformer_blocks": ("PositionalEncoding", "PositionWiseFFN",
+                           "AddNorm", "TransformerEncoderBlock",
+                           "TransformerDecoderBlock"),
+    "transformer": ("TransformerEncoder", "TransformerDecoder"),
     "corpus": ("read_pairs", "preprocess", "tokenize"),
     "data": ("Vocab", "MTFraEng"),
     "seq2seq": ("Seq2SeqEncoder", "Seq2SeqDecoder", "Seq2Seq"),
@@ -36,8 +37,9 @@ _NAMES = {
     "splits": ("split_pairs",),
     "trainer": ("Trainer", "History"),
     "metrics": ("bleu", "corpus_bleu"),
-    "experiment": ("Recipe", "BOOK_RECIPE", "CHAPTER_RECIPE",
-                   "TRANSFORMER_RECIPE", "evaluate"),
+    "recipes": ("Recipe", "BOOK_RECIPE", "CHAPTER_RECIPE",
+                "TRANSFORMER_RECIPE"),
+    "experiment": ("evaluate",),
     "cache": ("train_or_load", "save_checkpoint", "load_checkpoint"),
     "plot": ("plot_loss_curves",),
     "heatmaps": ("show_heatmaps",),
@@ -45,7 +47,7 @@ _NAMES = {
 _WHERE = {name: module for module, names in _NAMES.items()
           for name in names}
 # Modules without top-level names, importable as d2lmini.<module> too.
-_MODULES = (*_NAMES, "live", "notebook", "widgets")
+_MODULES = (*_NAMES, "live", "notebook", "timing", "widgets")
 
 __all__ = sorted(_WHERE)
 

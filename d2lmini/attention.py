@@ -13,7 +13,7 @@ A decoder that attends to the same keys at every step builds their
 projections and their mask once, with ``precompute(keys, values,
 valid_lens)``, and passes the result to each step as ``memory``.
 ``MultiHeadAttention``, built on ``DotProductAttention``, is in
-``d2lmini.multihead`` (and importable from here too).
+``d2lmini.multihead``, which imports this module (not the other way).
 """
 
 import math
@@ -346,12 +346,3 @@ def _linear(in_features, out_features):
     if in_features is None:
         return nn.LazyLinear(out_features, bias=False)
     return nn.Linear(in_features, out_features, bias=False)
-
-
-def __getattr__(name):
-    # MultiHeadAttention has a module of its own, d2lmini.multihead,
-    # which builds on this one; it is importable from here as before.
-    if name == "MultiHeadAttention":
-        from .multihead import MultiHeadAttention
-        return MultiHeadAttention
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

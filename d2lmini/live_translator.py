@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .attention import MultiHeadAttention
 from .decoding import attention_heads
 from .live_page import LiveHTML, _at_most
+from .multihead import MultiHeadAttention
 from .utils import atomic_write
 
 __all__ = ["MANIFEST_FORMAT", "MODELS_URL", "NOTEBOOK_FIELDS",

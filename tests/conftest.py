@@ -5,10 +5,10 @@ import socket
 import pytest
 
 from d2lmini import corpus, seq2seq
-from d2lmini.attention import MultiHeadAttention
 from d2lmini.attention_decoder import Seq2SeqAttentionDecoder
 from d2lmini.data import MTFraEng
 from d2lmini.experiment import SEED_OFFSET_VARIABLE
+from d2lmini.multihead import MultiHeadAttention
 from d2lmini.utils import set_seed
 
 

@@ -15,10 +15,10 @@ from d2lmini.attention import (
     AdditiveAttention,
     AttentionMemory,
     DotProductAttention,
-    MultiHeadAttention,
     masked_softmax,
     valid_mask,
 )
+from d2lmini.multihead import MultiHeadAttention
 from d2lmini.utils import check_shape, set_seed
 
 FLOAT_DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]

@@ -274,8 +274,8 @@ def test_the_code_fingerprint_covers_what_training_imports(tmp_path):
     used = cache._imported_modules(cache._TRAINING_ROOT, package)
     assert {"cache", "experiment", "attention", "attention_decoder",
             "seq2seq", "data", "corpus", "splits", "trainer", "decoding",
-            "metrics", "multihead", "tokenizer", "transformer", "utils",
-            "vocab"} == used
+            "metrics", "multihead", "recipes", "tokenizer", "transformer",
+            "transformer_blocks", "utils", "vocab"} == used
     # nothing that only shows or explores (plot, notebook, live,
     # widgets, pooling)
     (tmp_path / "__init__.py").write_text(

@@ -17,6 +17,8 @@ from d2lmini import (
     decoding,
     experiment,
     metrics,
+    multihead,
+    recipes,
     seq2seq,
     transformer,
 )
@@ -123,7 +125,7 @@ def test_key_is_stable_and_sees_every_field():
 
 def test_key_depends_on_the_cache_format(monkeypatch):
     key = TINY.key()
-    monkeypatch.setattr(experiment, "CACHE_FORMAT", -1)
+    monkeypatch.setattr(recipes, "CACHE_FORMAT", -1)
     assert TINY.key() != key
 
 
@@ -190,7 +192,7 @@ def test_build_model_follows_the_recipe(kind):
         assert isinstance(dec, seq2seq.Seq2SeqDecoder)
     else:
         expected = {"additive": attention.AdditiveAttention,
-                    "multihead": attention.MultiHeadAttention}[kind]
+                    "multihead": multihead.MultiHeadAttention}[kind]
         assert isinstance(dec.attention, expected)
     if kind == "multihead":
         assert dec.attention.num_heads == 2

@@ -24,7 +24,6 @@ import pytest
 import torch
 
 from d2lmini import corpus, seq2seq
-from d2lmini.attention import MultiHeadAttention
 from d2lmini.attention_decoder import Seq2SeqAttentionDecoder
 from d2lmini.cache import Run, fingerprint
 from d2lmini.data import MTFraEng
@@ -48,6 +47,7 @@ from d2lmini.live import (
     weights_bytes,
     with_site_view,
 )
+from d2lmini.multihead import MultiHeadAttention
 from d2lmini.trainer import Trainer
 from d2lmini.transformer import PositionalEncoding
 from d2lmini.utils import set_seed

@@ -114,58 +114,128 @@ def test_notebook_has_cells_that_nbval_compares(name):
         "teaching-critical cells")
 
 
-# Numbers in prose.  Rule: in a notebook that trains (a code cell calls
-# train_or_load), every markdown cell after the first training cell may
-# hold a decimal number (27.5, 0.658) or a percentage (7 %) only inside a
-# glue role ({glue:text}`bleu:.1f`) or a code span; math counts as prose.
-# Such numbers are results of training and evaluation, which the text must
-# not leave behind when the notebook is re-executed.
-GLUE_ROLE = re.compile(r"\{glue(?::\w+)?\}`([^`]+)`")
+# Sentences of the run.  The rule (written above d2lmini.notebook.glue): a
+# number or a word that comes from the run is in the Markdown output of a
+# hidden `prose(...)` cell, never a MyST {glue} role, which JupyterLab, VS
+# Code and Colab show raw.  And in a notebook that trains (a code cell
+# calls train_or_load), no Markdown cell after the first training cell
+# holds a decimal number (27.5, 0.658) or a percentage (7 %) outside a
+# code span; math counts as prose.  Such numbers are results of training
+# and evaluation, which the text must not leave behind on a re-execution.
+GLUE_ROLE = re.compile(r"\{glue(?::\w+)?\}`")
 CODE_SPAN = re.compile(r"`[^`]*`")
 RESULT_NUMBER = re.compile(r"(?<![\w.])\d+\.\d+|\b\d+ ?%")
+# What a path of the machine that ran a notebook looks like in an output.
+MACHINE_PATH = re.compile(
+    r"/tmp/|/root/|/home/|/Users/|/private/var/|ipykernel_|[A-Z]:\\\\")
 
 
-def _glued_names(nb):
-    """The names a notebook's outputs glue (myst-nb's scrapbook records)."""
-    return {out.metadata["scrapbook"]["name"]
-            for cell in nb.cells for out in cell.get("outputs", [])
-            if "scrapbook" in out.get("metadata", {})}
+def _loose_numbers(text):
+    return RESULT_NUMBER.findall(CODE_SPAN.sub("", text))
 
 
-def _unglued_numbers(text):
-    return RESULT_NUMBER.findall(CODE_SPAN.sub("", GLUE_ROLE.sub("", text)))
+def _prose_cells(nb):
+    return [cell for cell in nb.cells if cell.cell_type == "code"
+            and cell.source.lstrip().startswith("prose(")]
+
+
+def _output_texts(cell):
+    """Every text an output of the cell shows, whatever its kind."""
+    for out in cell.get("outputs", []):
+        if "text" in out:
+            yield out.get("name", ""), out["text"]
+        for mime, data in out.get("data", {}).items():
+            if mime.startswith("text/"):
+                yield mime, data if isinstance(data, str) else "".join(data)
 
 
 def test_the_number_rule_sees_what_it_should():
-    assert _unglued_numbers("BLEU is 27.5, 7 % shorter, 0.65 bits") == [
+    assert _loose_numbers("BLEU is 27.5, 7 % shorter, 0.65 bits") == [
         "27.5", "7 %", "0.65"]
-    assert _unglued_numbers("BLEU {glue:text}`bleu:.1f` and `x = 0.5`, "
-                            "1,000 sentences, step 945") == []
-    assert _unglued_numbers("the interval $[+4.3, +7.5]$") == ["4.3", "7.5"]
+    assert _loose_numbers("`x = 0.5`, 1,000 sentences, step 945") == []
+    assert _loose_numbers("the interval $[+4.3, +7.5]$") == ["4.3", "7.5"]
+    assert GLUE_ROLE.search("BLEU {glue:text}`bleu:.1f` and {glue}`x`")
+    assert MACHINE_PATH.search("/tmp/ipykernel_7599/1867465734.py:1: ")
+    assert not MACHINE_PATH.search("d2lmini/attention.py, chapters/img")
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
-def test_result_numbers_in_prose_are_glued(name):
+def test_no_markdown_cell_holds_a_glue_role(name):
+    nb = nbformat.read(ROOT / name, as_version=4)
+    raw = [i for i, cell in enumerate(nb.cells)
+           if cell.cell_type == "markdown" and GLUE_ROLE.search(cell.source)]
+    assert not raw, (
+        f"{name}: markdown cells {raw} hold {{glue}} roles, which a plain "
+        "Jupyter front end shows raw; write the paragraph as a prose(...) "
+        "cell (see d2lmini.notebook.glue)")
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_every_prose_cell_is_hidden_and_rendered(name):
+    nb = nbformat.read(ROOT / name, as_version=4)
+    for i, cell in enumerate(nb.cells):
+        if cell not in _prose_cells(nb):
+            continue
+        assert "remove-input" in cell.metadata.get("tags", []), (
+            f"{name}, cell {i}: a prose cell must be tagged remove-input "
+            "(the website shows its output as prose)")
+        assert cell.metadata.get("jupyter", {}).get("source_hidden"), (
+            f"{name}, cell {i}: a prose cell's source is collapsed in "
+            "Jupyter (metadata.jupyter.source_hidden)")
+        shown = [out for out in cell.outputs
+                 if "text/markdown" in out.get("data", {})]
+        assert len(shown) == 1 and len(cell.outputs) == 1, (
+            f"{name}, cell {i}: a prose cell shows one Markdown output; "
+            f"{FIX}")
+        text = shown[0]["data"]["text/markdown"]
+        assert text.strip() and "{{" not in text and "{glue" not in text, (
+            f"{name}, cell {i}: the paragraph was not filled in: {text!r}")
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_result_numbers_in_markdown_cells_come_from_the_run(name):
     nb = nbformat.read(ROOT / name, as_version=4)
     trains = [i for i, cell in enumerate(nb.cells)
               if cell.cell_type == "code" and "train_or_load(" in cell.source]
-    glued = _glued_names(nb)
-    used = {m.split(":")[0] for cell in nb.cells
-            if cell.cell_type == "markdown"
-            for m in GLUE_ROLE.findall(cell.source)}
-    missing = sorted(used - glued)
-    assert not missing, (
-        f"{name}: the prose pastes {missing}, which no output glues; glue "
-        f"them (myst_nb.glue) and {FIX}")
     if not trains:
         return
     loose = {i: found for i, cell in enumerate(nb.cells)
              if i > trains[0] and cell.cell_type == "markdown"
-             and (found := _unglued_numbers(cell.source))}
+             and (found := _loose_numbers(cell.source))}
     assert not loose, (
-        f"{name}: markdown cells quote results not glued from outputs "
-        f"(cell: numbers) {loose}; glue them with myst_nb.glue and paste "
-        "them with {glue:text}`name:format`")
+        f"{name}: markdown cells quote results that are not the run's "
+        f"(cell: numbers) {loose}; glue them and write the paragraph as "
+        "a prose(...) cell (see d2lmini.notebook.glue)")
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_no_output_holds_a_path_or_a_warning(name):
+    """What a notebook shows is what a reader should read: no path of the
+    machine that executed it, and no warning (a fact the reader needs is
+    printed in words by the cell, as train_or_load's reasons are)."""
+    nb = nbformat.read(ROOT / name, as_version=4)
+    found = {}
+    for i, cell in enumerate(nb.cells):
+        for kind, text in _output_texts(cell):
+            if MACHINE_PATH.search(text) or str(ROOT) in text:
+                found[i] = f"a path in {kind}: {text[:160]!r}"
+            elif kind == "stderr" and "Warning" in text:
+                found[i] = f"a warning: {text[:160]!r}"
+    assert not found, f"{name}: {found}; {FIX} after fixing the cause"
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_a_plain_front_end_shows_sentences_not_roles(name):
+    """What `jupyter nbconvert --to html` makes of the committed notebook,
+    as a front end without MyST renders it: no {glue} role, no unfilled
+    field."""
+    from nbconvert import HTMLExporter
+    body, _ = HTMLExporter().from_filename(str(ROOT / name))
+    assert "{glue" not in body, f"{name}: a glue role in the HTML"
+    shown, _ = HTMLExporter(exclude_input=True).from_filename(
+        str(ROOT / name))
+    field = re.search(r"\{\{\s*[A-Za-z_]\w*\s*(:[^{}]*)?\}\}", shown)
+    assert not field, f"{name}: an unfilled field {field} in the outputs"
 
 
 def test_code_hash_follows_code_not_prose():

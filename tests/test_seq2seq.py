@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 from torch import nn
 
 from d2lmini import attention as attention_module
-from d2lmini.attention import AdditiveAttention, MultiHeadAttention
+from d2lmini.attention import AdditiveAttention
 from d2lmini.attention_decoder import Seq2SeqAttentionDecoder
+from d2lmini.multihead import MultiHeadAttention
 from d2lmini.seq2seq import Seq2Seq, Seq2SeqDecoder, Seq2SeqEncoder
 
 PAD, BOS, EOS = 0, 1, 2
