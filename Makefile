@@ -140,8 +140,8 @@ benchmark-robustness: $(STAMP)
 	$(BIN)/python benchmarks/robustness.py $(ARGS)
 
 # Training time per step and throughput of the chapter's models, as
-# ratios (about 3 minutes; the equal-time runs of the Bahdanau and
-# Transformer sections come from it).
+# ratios (about 3 minutes; the Bahdanau and Transformer sections time
+# their own equal-time runs where they run, with d2lmini.timing).
 benchmark-step-time: $(STAMP)
 	$(BIN)/python benchmarks/step_time.py $(ARGS)
 

@@ -82,7 +82,8 @@ def glue(name, value):
 
     Args:
         name: an identifier, as ``{{name}}`` names it.
-        value: a number, a string (Markdown is kept as it is), or anything
+        value: a number, a string (Markdown is kept as it is), an
+            ``IPython.display.Markdown`` (its text), or anything
             ``format`` takes.
 
     Returns:
@@ -101,6 +102,8 @@ def _field(match):
     value = _GLUED[name]
     if isinstance(value, torch.Tensor):
         value = value.item()
+    elif hasattr(value, "_repr_markdown_"):  # IPython's Markdown(...)
+        value = value._repr_markdown_()
     try:
         return format(value, spec)
     except (TypeError, ValueError) as err:

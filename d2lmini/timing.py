@@ -14,7 +14,6 @@ loads, the same baseline; another machine measures its own.
 import dataclasses
 import datetime
 import hashlib
-import itertools
 import json
 import statistics
 import time
@@ -29,6 +28,7 @@ from .utils import atomic_write, check_int, machine, set_seed
 __all__ = ["EqualTime", "equal_time_steps", "seconds_per_step"]
 
 WARMUP = 5  # steps run before the clock starts (allocations, caches)
+METHOD = 2  # part of a measurement's key: bump when the timing changes
 
 
 def seconds_per_step(model, batches, device=None):
@@ -53,6 +53,23 @@ def seconds_per_step(model, batches, device=None):
         optimizer.step()
     _sync(device)
     return (time.perf_counter() - start) / (len(batches) - WARMUP)
+
+
+def _spread_batches(data, n):
+    """``n`` training batches spread evenly over one epoch, in its order.
+
+    Bucketing puts sentences of similar length together, so a run of
+    consecutive batches can be shorter or longer than the epoch's
+    average, and the two models' costs do not grow alike with length (a
+    GRU steps through the sentence, a Transformer does not).  The data's
+    generator is left as it was."""
+    state = data.generator.get_state()
+    epoch = list(data.train_dataloader())
+    data.generator.set_state(state)
+    if len(epoch) < n:
+        raise ValueError(f"one epoch has {len(epoch)} batches, fewer than "
+                         f"the {n} to time")
+    return [epoch[i * len(epoch) // n] for i in range(n)]
 
 
 def _sync(device):
@@ -81,6 +98,21 @@ class EqualTime:
     machine: str
     reused: bool = False
 
+    def clocks(self, seconds, reference_seconds):
+        """In words, how two training runs' own clocks compare with this
+        measurement: ``seconds`` of the run of ``steps`` steps against
+        ``reference_seconds`` of the reference's run.  Within 10 % is
+        "about as long"; otherwise the words say which way it missed."""
+        share = seconds / reference_seconds
+        if 0.9 <= share <= 1.1:
+            return (f"{share:.0%} of the reference's time: about as long, "
+                    "as the timing intended")
+        side = "less" if share < 0.9 else "more"
+        return (f"{share:.0%} of the reference's time, {side} than the "
+                "timing intended: the clock of one training run counts "
+                "whatever else the machine did meanwhile, so it is noisier "
+                "than the timing, whose models took turns")
+
     def __str__(self):
         when = (f"measured on this machine on {self.date}, reused"
                 if self.reused else "measured now, on this machine")
@@ -98,7 +130,7 @@ def _machine_words():
 
 def _record_path(reference, other, reference_steps, rounds, steps):
     m = machine()
-    key = json.dumps([reference.key(), other.key(), reference_steps,
+    key = json.dumps([METHOD, reference.key(), other.key(), reference_steps,
                       rounds, steps, code_fingerprint(), m["cpu"],
                       m["threads"], m["torch"], training_device()])
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
@@ -111,7 +143,8 @@ def equal_time_steps(reference, other, reference_steps=None, *, rounds=3,
     machine, as ``reference_steps`` steps of recipe ``reference``.
 
     Both models are built from their recipes (seeded) and trained for
-    ``steps`` timed steps on the same batches of the reference's data,
+    ``steps`` timed steps on the same batches of the reference's data
+    (spread evenly over an epoch, so that their lengths are the epoch's),
     taking turns for ``rounds`` rounds so that a busy moment of the
     machine slows both; the medians give the ratio.  The result is kept
     in the cache folder and reused by later calls on this machine with
@@ -144,8 +177,7 @@ def equal_time_steps(reference, other, reference_steps=None, *, rounds=3,
         except (ValueError, TypeError):
             pass  # an unreadable record: measure again
     data = build_data(reference)
-    batches = list(itertools.islice(data.train_dataloader(),
-                                    WARMUP + steps))
+    batches = _spread_batches(data, WARMUP + steps)
     device = torch.device(training_device())
     seconds = {"reference": [], "other": []}
     with torch.random.fork_rng(devices=[]):

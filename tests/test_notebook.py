@@ -160,12 +160,15 @@ def test_prose_fills_fields_with_the_glued_values():
     glue("t_bleu", 27.456)
     glue("t_side", "higher")
     glue("t_tensor", torch.tensor(0.25))
+    glue("t_md", Markdown("*in italics*"))
     md = prose(r"""
         BLEU is {{t_bleu:.1f}}, {{ t_side }} than before; $\mathbf{h}_{i}$
-        keeps its braces, and {{t_tensor:.0%}} is a tensor's value.
+        keeps its braces, and {{t_tensor:.0%}} is a tensor's value, and
+        {{t_md}} a Markdown object's text.
     """)
     assert md.data == ("BLEU is 27.5, higher than before; $\\mathbf{h}_{i}$"
-                       "\nkeeps its braces, and 25% is a tensor's value.")
+                       "\nkeeps its braces, and 25% is a tensor's value, and"
+                       "\n*in italics* a Markdown object's text.")
 
 
 def test_prose_names_every_missing_value():

@@ -190,6 +190,9 @@ def test_every_prose_cell_is_hidden_and_rendered(name):
         text = shown[0]["data"]["text/markdown"]
         assert text.strip() and "{{" not in text and "{glue" not in text, (
             f"{name}, cell {i}: the paragraph was not filled in: {text!r}")
+        assert not re.search(r"<[\w.]+ object( at 0x\w+)?>", text), (
+            f"{name}, cell {i}: a value shows as an object's repr: "
+            f"{text!r}")
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)

@@ -62,3 +62,13 @@ def test_seconds_per_step_needs_timed_steps():
         timing.seconds_per_step(model, batches)
     batches = (batches * 2)[:timing.WARMUP + 1]
     assert timing.seconds_per_step(model, batches) > 0
+
+
+def test_the_clocks_of_two_runs_are_compared_in_words():
+    timed = timing.EqualTime(1200, 1000, {"reference": 120.0,
+                                          "other": 100.0}, 1.2,
+                             "2026-12-03", "a machine")
+    assert timed.clocks(100.0, 104.0).startswith(
+        "96% of the reference's time: about as long")
+    assert "less than the timing intended" in timed.clocks(73.0, 100.0)
+    assert "more than the timing intended" in timed.clocks(120.0, 100.0)
