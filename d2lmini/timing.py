@@ -109,9 +109,9 @@ class EqualTime:
                     "as the timing intended")
         side = "less" if share < 0.9 else "more"
         return (f"{share:.0%} of the reference's time, {side} than the "
-                "timing intended: the clock of one training run counts "
-                "whatever else the machine did meanwhile, so it is noisier "
-                "than the timing, whose models took turns")
+                "timing intended: here the timing of a few steps, the two "
+                "models taking turns, and the clocks of two whole training "
+                "runs disagree by that much")
 
     def __str__(self):
         when = (f"measured on this machine on {self.date}, reused"
