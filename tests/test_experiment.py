@@ -371,3 +371,15 @@ def test_qk_norm_is_refused_where_there_is_no_multihead_decoder(attention):
 def test_a_recipe_switch_that_is_not_a_bool_is_refused(name):
     with pytest.raises(TypeError, match=f"{name} must be True or False"):
         TINY.replace(**{name: 1})
+
+
+@pytest.fixture(scope="module")
+def offset_seen_by_a_module_fixture():
+    return experiment.seed_offset()
+
+
+def test_module_fixtures_see_no_seed_offset(offset_seen_by_a_module_fixture):
+    """With D2LMINI_SEED_OFFSET=1 in the shell (as `make
+    nbval-other-machine` sets it), module-scoped fixtures, set up before
+    any function-scoped one, train with the recipes' own seeds too."""
+    assert offset_seen_by_a_module_fixture == 0
