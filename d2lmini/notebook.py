@@ -9,8 +9,10 @@ with ``show_source(DotProductAttention.forward)`` instead of a copy.
 import inspect
 import json
 import math
+import numbers
 import re
 import textwrap
+from collections.abc import Iterable
 from pathlib import Path
 
 import torch
@@ -183,20 +185,46 @@ def against_seeds(what, value, seed_values, fmt="+.2f"):
         ``(sentence, inside)``: the sentence to print, and whether the
         value lies within [min, max] of the seeds.
     """
+    if isinstance(seed_values, (str, bytes)) or not isinstance(
+            seed_values, Iterable):
+        raise TypeError(f"seed_values must be a list of numbers, one per "
+                        f"seed, got {seed_values!r}")
+    seed_values = list(seed_values)
+    for name, x in [("value", value)] + [("seed_values", v)
+                                          for v in seed_values]:
+        if isinstance(x, bool) or not isinstance(x, (numbers.Real,
+                                                     torch.Tensor)):
+            raise TypeError(f"{name} must hold numbers, got {x!r} "
+                            f"({type(x).__name__})")
     values = [float(v) for v in seed_values]
     if not values or not all(math.isfinite(v) for v in values):
         raise ValueError(f"seed_values must be finite numbers, got "
                          f"{seed_values!r}")
-    if not math.isfinite(float(value)):
+    value = float(value)
+    if not math.isfinite(value):
         raise ValueError(f"value must be a finite number, got {value!r}")
     low, high = min(values), max(values)
     span = f"{low:{fmt}} to {high:{fmt}}"
     n = len(values)
-    if low <= value <= high:
+    # Compare the numbers as the sentence prints them: 1.004 printed as
+    # +1.00 does not lie outside a range printed as +0.50 to +1.00.
+    if _as_printed(low, fmt) <= _as_printed(value, fmt) \
+            <= _as_printed(high, fmt):
         return (f"{what}: this run's {value:{fmt}} lies within the {n} "
                 f"seeds we measured ({span})."), True
     return (f"{what}: this run lies outside the {n} seeds we measured: "
             f"{value:{fmt}}, against {span}."), False
+
+
+def _as_printed(x, fmt):
+    """``x`` rounded as ``format(x, fmt)`` prints it (x itself when the
+    printed text is not a plain number)."""
+    text = format(x, fmt).replace(",", "")
+    scale = 100.0 if text.endswith("%") else 1.0
+    try:
+        return float(text.rstrip("%")) / scale
+    except ValueError:
+        return x
 
 
 def interval_words(low, high):

@@ -14,7 +14,11 @@ writes on the test split (a few seconds a model) and records the sha256
 and BLEU of the weights the notebook evaluated, from its output: the
 page says whether it runs those weights or others that this machine
 trained from the same code and seed.  A folder that already holds the
-same checkpoint, fingerprint and notebook record is kept.  Two
+same checkpoint, fingerprint and notebook record, and weights of the
+sha256 its manifest names, is kept.  The script deletes only its own
+exports (``seq2seq-*`` folders of a manifest and weights files) that no
+notebook runs any more, and refuses a ``--dest`` that holds anything
+else.  Two
 translator outputs that name one checkpoint with different fingerprints
 (or weights) fail: the site serves one model per checkpoint name.
 
@@ -25,6 +29,7 @@ evaluated (the code, data or torch changed since the notebook ran): run
 """
 
 import argparse
+import hashlib
 import json
 import shutil
 import sys
@@ -72,7 +77,10 @@ def export(spec, dest):
         have = (saved.get("format"), saved.get("fingerprint"),
                 saved.get("notebook"))
         want = (MANIFEST_FORMAT, spec["fingerprint"], notebook_record(spec))
-        if weights.is_file() and have == want:
+        # Up to date only if the weights are the bytes the manifest names:
+        # a damaged file is exported again, not kept for ever.
+        if weights.is_file() and have == want and \
+                _sha256(weights) == saved.get("weights_sha256"):
             return f"{name}: up to date ({weights_line(saved)})"
     if not checkpoint_path(recipe).is_file():
         print(f"{name}: not in the checkpoint cache, training it now "
@@ -93,6 +101,56 @@ def export(spec, dest):
     return (f"{name}: {how} in {time.perf_counter() - start:.0f} s "
             f"({saved['weights_bytes'] / 1e6:.1f} MB of weights; "
             f"{weights_line(saved)})")
+
+
+def _sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def is_export(folder):
+    """Whether ``folder`` is one this script wrote: a ``seq2seq-*`` folder
+    whose ``manifest.json`` is an export's (format, weights, fingerprint)
+    and which holds nothing but that manifest and weights files."""
+    manifest = folder / "manifest.json"
+    if not (folder.is_dir() and folder.name.startswith("seq2seq-")
+            and manifest.is_file()):
+        return False
+    try:
+        saved = json.loads(manifest.read_text())
+    except (OSError, ValueError):
+        return False
+    if not isinstance(saved, dict) or not {"format", "weights",
+                                           "fingerprint"} <= saved.keys():
+        return False
+    # Beside them, the temporary files of an interrupted write
+    # (d2lmini.utils.atomic_write: ".<name>.<random>.part").
+    return all(p.name == "manifest.json" or p.is_file() and (
+        p.name.startswith("weights-") and p.name.endswith(".bin")
+        or p.name.startswith(".") and p.name.endswith(".part"))
+        for p in folder.iterdir())
+
+
+def check_dest(dest):
+    """Refuse a destination that holds anything but this script's exports
+    (the default ``assets/models`` or a new or empty folder), before
+    anything is written or deleted there."""
+    if not dest.exists():
+        return
+    if not dest.is_dir():
+        raise SystemExit(f"--dest {dest} is a file: give the models folder "
+                         "(assets/models) or a new or empty folder")
+    foreign = sorted(p.name for p in dest.iterdir() if not is_export(p))
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (" ..." if len(foreign) > 5 else "")
+        raise SystemExit(
+            f"--dest {dest} holds what this script did not write ({shown}); "
+            "it deletes the exports no notebook runs any more, so it only "
+            "writes to the models folder (assets/models) or to a new or "
+            "empty folder: give one of those")
 
 
 def weights_line(manifest):
@@ -139,13 +197,15 @@ def main(argv=None):
     parser.add_argument("--dest", type=Path,
                         default=ROOT / "assets" / "models")
     args = parser.parse_args(argv)
+    check_dest(args.dest)
     specs = collect((nb, translators(ROOT / nb)) for nb in toc_notebooks())
     args.dest.mkdir(parents=True, exist_ok=True)
     for spec in specs.values():
         print(export(spec, args.dest), flush=True)
-    # Models no notebook runs any more are not served.
+    # Models no notebook runs any more are not served; only this script's
+    # own exports are ever deleted.
     for folder in args.dest.iterdir():
-        if folder.is_dir() and folder.name not in specs:
+        if folder.name not in specs and is_export(folder):
             shutil.rmtree(folder)
     print(f"{len(specs)} model(s) for the website in {args.dest}")
     return 0

@@ -405,6 +405,18 @@ def test_export_models_keeps_only_an_up_to_date_export(
     path.write_text(json.dumps({**manifest, "format": 1}))
     assert "up to date" not in script.export(elsewhere, tmp_path)
     assert len(loads) == 3
+    # Damaged weights of the right size are exported again (issue 27,
+    # point 15), not kept as "up to date".
+    folder = tmp_path / spec["checkpoint"]
+    manifest = json.loads(path.read_text())
+    weights = folder / manifest["weights"]
+    damaged = bytearray(weights.read_bytes())
+    damaged[0] ^= 1
+    weights.write_bytes(bytes(damaged))
+    assert "up to date" not in script.export(elsewhere, tmp_path)
+    assert len(loads) == 4
+    assert script.export(elsewhere, tmp_path).endswith(
+        "(the page says so))")  # whole again: up to date
     # An older notebook's output, without weights or BLEU.
     older = {k: v for k, v in spec.items() if k not in NOTEBOOK_FIELDS}
     assert "the notebook's output does not name its weights" in \
@@ -906,6 +918,60 @@ def test_export_model_replaces_weights_and_manifest_as_one(
         f"weights-{manifest['weights_sha256'][:16]}.bin"
     assert sorted(p.name for p in new.iterdir()) == sorted(
         ["manifest.json", manifest["weights"]])
+
+
+def _fake_export(folder, weights=b"\0" * 8):
+    """A folder as export_model writes it: a manifest and its weights."""
+    folder.mkdir(parents=True)
+    name = f"weights-{hashlib.sha256(weights).hexdigest()[:16]}.bin"
+    (folder / name).write_bytes(weights)
+    (folder / "manifest.json").write_text(json.dumps({
+        "format": 4, "weights": name, "fingerprint": {},
+        "weights_sha256": hashlib.sha256(weights).hexdigest()}))
+
+
+def test_export_models_deletes_nothing_it_did_not_write(
+        tmp_path, monkeypatch):
+    """Issue 27, point 1: a --dest with other things in it (a .git, a
+    photo) is refused before anything is written or deleted; the exports
+    no notebook runs any more are deleted, and only they."""
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    script = load_script("export_models")
+    monkeypatch.setattr(script, "toc_notebooks", lambda: [])
+    dest = tmp_path / "site"
+    (dest / ".git").mkdir(parents=True)
+    (dest / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (dest / "photos").mkdir()
+    (dest / "photos" / "a.jpg").write_bytes(b"\xff\xd8")
+    _fake_export(dest / "seq2seq-additive-0123")
+    with pytest.raises(SystemExit, match=r"holds what this script did not "
+                       r"write \(\.git, photos\)"):
+        script.main(["--dest", str(dest)])
+    assert sorted(p.name for p in dest.iterdir()) == [
+        ".git", "photos", "seq2seq-additive-0123"]
+    assert (dest / ".git" / "HEAD").is_file()
+    # A folder of old exports only (one with a crashed write's leftover):
+    # those no notebook runs are deleted.
+    models = tmp_path / "models"
+    _fake_export(models / "seq2seq-additive-0123")
+    (models / "seq2seq-additive-0123" / ".manifest.json.x1.part").touch()
+    _fake_export(models / "seq2seq-none-4567")
+    assert script.main(["--dest", str(models)]) == 0
+    assert list(models.iterdir()) == []
+    assert script.main(["--dest", str(tmp_path / "new")]) == 0  # a new one
+    for looks_like in ({"weights": "w"},  # not a manifest of an export
+                       None):
+        odd = tmp_path / "odd"
+        shutil.rmtree(odd, ignore_errors=True)
+        _fake_export(odd / "seq2seq-x")
+        if looks_like is None:
+            (odd / "seq2seq-x" / "notes.txt").write_text("mine")
+        else:
+            (odd / "seq2seq-x" / "manifest.json").write_text(
+                json.dumps(looks_like))
+        with pytest.raises(SystemExit, match="did not write"):
+            script.main(["--dest", str(odd)])
+        assert (odd / "seq2seq-x" / "manifest.json").is_file()
 
 
 def test_export_models_refuses_one_checkpoint_with_two_models(

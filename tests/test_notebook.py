@@ -1,6 +1,7 @@
 """Tests of d2lmini.notebook: source display and the first-cell setup."""
 
 import inspect
+import re
 
 import matplotlib
 import pytest
@@ -186,3 +187,23 @@ def test_glue_and_prose_refuse_what_they_cannot_use():
                        ": t_word is 'higher'"):
         prose("{{t_word:.1f}}")
     assert glue("t_back", 3) == 3  # glue and use in one line
+
+
+def test_against_seeds_compares_the_numbers_it_prints():
+    """Issue 27, point 12: 1.004 prints as +1.00, inside +0.50 to +1.00."""
+    sentence, inside = against_seeds("gain", 1.004, [0.5, 1.0])
+    assert inside and "lies within" in sentence, sentence
+    sentence, inside = against_seeds("gain", 1.006, [0.5, 1.0])
+    assert not inside and "+1.01, against +0.50 to +1.00" in sentence
+    assert against_seeds("share", 0.5004, [0.1, 0.5], fmt=".1%")[1]
+
+
+@pytest.mark.parametrize("value, seeds, words", [
+    ("1.5", [1.0, 2.0], "value must hold numbers, got '1.5'"),
+    (1.5, 2.0, "seed_values must be a list of numbers"),
+    (1.5, "12", "seed_values must be a list of numbers"),
+    (1.5, [1.0, "2"], "seed_values must hold numbers, got '2'"),
+    (True, [1.0], "value must hold numbers, got True")])
+def test_against_seeds_says_what_was_wrong(value, seeds, words):
+    with pytest.raises(TypeError, match=re.escape(words)):
+        against_seeds("gain", value, seeds)
