@@ -227,6 +227,7 @@ def test_no_output_holds_a_path_or_a_warning(name):
     assert not found, f"{name}: {found}; {FIX} after fixing the cause"
 
 
+@pytest.mark.slow  # nbconvert, 1 to 3 s a notebook: `make unit` runs it
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_a_plain_front_end_shows_sentences_not_roles(name):
     """What `jupyter nbconvert --to html` makes of the committed notebook,
