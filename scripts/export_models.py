@@ -79,8 +79,9 @@ def export(spec, dest):
         want = (MANIFEST_FORMAT, spec["fingerprint"], notebook_record(spec))
         # Up to date only if the weights are the bytes the manifest names:
         # a damaged file is exported again, not kept for ever.
-        if weights.is_file() and have == want and \
-                _sha256(weights) == saved.get("weights_sha256"):
+        if weights.is_file() and have == want and hashlib.sha256(
+                weights.read_bytes()).hexdigest() == saved.get(
+                    "weights_sha256"):
             return f"{name}: up to date ({weights_line(saved)})"
     if not checkpoint_path(recipe).is_file():
         print(f"{name}: not in the checkpoint cache, training it now "
@@ -101,14 +102,6 @@ def export(spec, dest):
     return (f"{name}: {how} in {time.perf_counter() - start:.0f} s "
             f"({saved['weights_bytes'] / 1e6:.1f} MB of weights; "
             f"{weights_line(saved)})")
-
-
-def _sha256(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def is_export(folder):
