@@ -49,20 +49,23 @@ from .live_page import (
 )
 from .live_translator import (
     MANIFEST_FORMAT,
+    MODEL_FIELDS,
     MODELS_URL,
     NOTEBOOK_FIELDS,
     PAGE_ATTENTIONS,
     bleu_fields,
     export_model,
+    model_sha256,
     notebook_record,
     translator,
     weights_bytes,
 )
 
-__all__ = ["DIMS", "JS_DIR", "JS_PARTS", "MANIFEST_FORMAT", "MODELS_URL",
-           "NOTEBOOK_FIELDS", "PAGE_ATTENTIONS", "LiveHTML", "bleu_fields",
-           "export_model", "kernel_regression_explorer", "live_js",
-           "masked_softmax_explorer", "notebook_record", "payloads",
+__all__ = ["DIMS", "JS_DIR", "JS_PARTS", "MANIFEST_FORMAT", "MODEL_FIELDS",
+           "MODELS_URL", "NOTEBOOK_FIELDS", "PAGE_ATTENTIONS", "LiveHTML",
+           "bleu_fields", "export_model", "kernel_regression_explorer",
+           "live_js", "masked_softmax_explorer", "model_sha256",
+           "notebook_record", "payloads",
            "positional_encoding_explorer", "sample_scores",
            "scaling_explorer", "translator", "weights_bytes",
            "with_site_view"]

@@ -2,12 +2,14 @@
 model in the page, and the model's export for it.
 
 ``translator`` is the notebook's output (a ``LiveHTML``): it names the
-checkpoint and holds the recipe, the run's fingerprint and the sha256 of
-its weights.  ``export_model`` writes what the page loads (the site's
+checkpoint and holds the recipe, the run's fingerprint, the sha256 of
+its weights and that of the model's description in the manifest
+(``model_sha256``).  ``export_model`` writes what the page loads (the site's
 build runs it: ``scripts/export_models.py``): a manifest and the weights,
 with their held-out BLEU; the page runs them with
-``d2lmini/js/model.js`` and says whether they are the weights the section
-evaluated (``d2lmini/js/translator.js``).
+``d2lmini/js/model.js`` (loaded and checked by ``d2lmini/js/manifest.js``)
+and says whether they are the weights the section evaluated
+(``d2lmini/js/translator.js``).
 """
 
 import dataclasses
@@ -23,9 +25,10 @@ from .live_page import LiveHTML, _at_most
 from .multihead import MultiHeadAttention
 from .utils import atomic_write
 
-__all__ = ["MANIFEST_FORMAT", "MODELS_URL", "NOTEBOOK_FIELDS",
-           "PAGE_ATTENTIONS", "bleu_fields", "export_model",
-           "notebook_record", "translator", "weights_bytes"]
+__all__ = ["MANIFEST_FORMAT", "MODELS_URL", "MODEL_FIELDS",
+           "NOTEBOOK_FIELDS", "PAGE_ATTENTIONS", "bleu_fields",
+           "export_model", "model_sha256", "notebook_record", "translator",
+           "weights_bytes"]
 
 # Where the website serves exported models, from a page in chapters/.
 MODELS_URL = "../_static/models/"
@@ -33,7 +36,7 @@ MODELS_URL = "../_static/models/"
 # notebook evaluated (``export_model``); 3: the weights file is named by
 # its sha256 and the page checks every field; 4: qk_norm, with the
 # heads' scales when it is true (the page's script reads this format
-# only: MANIFEST_FORMAT in d2lmini/js/model.js).
+# only: MANIFEST_FORMAT in d2lmini/js/manifest.js).
 MANIFEST_FORMAT = 4
 # The models the page runs, by Recipe.attention.
 PAGE_ATTENTIONS = ("additive", "multihead", "transformer")
@@ -87,6 +90,71 @@ def weights_bytes(model):
         for v in model.state_dict().values())
 
 
+# The manifest's fields that say what the page computes (the model, its
+# vocabularies, its weights; MODEL_FIELDS in d2lmini/js/manifest.js).
+# The notebook's translator output records their model_sha256, so that
+# the page can tell a manifest that describes the section's weights
+# otherwise than the run did (an edited vocabulary, size or layout).
+MODEL_FIELDS = (
+    "checkpoint", "recipe_key", "fingerprint", "attention", "num_heads",
+    "qk_norm", "num_layers", "num_hiddens", "embed_size",
+    "ffn_num_hiddens", "num_steps", "src_vocab", "tgt_vocab",
+    "src_special", "tgt_special", "tensors", "weights", "weights_bytes",
+    "weights_sha256")
+
+
+def model_sha256(manifest):
+    """sha256 of a manifest's ``MODEL_FIELDS`` (a missing one as null),
+    as JSON with sorted keys and no spaces, in UTF-8 (what the page's
+    ``modelSha256`` computes from the manifest it loads)."""
+    fields = {k: manifest.get(k) for k in MODEL_FIELDS}
+    text = json.dumps(fields, sort_keys=True, separators=(",", ":"),
+                      ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _model_fields(recipe, run):
+    """The ``MODEL_FIELDS`` of the recipe's model, as its manifest gives
+    them, and its weights (``weights_bytes``)."""
+    from d2lmini.cache import fingerprint
+    model, data = run.model, run.data
+    num_heads = _page_heads(recipe, model)
+    kind = recipe.attention
+    encoder = model.encoder
+    if kind == "transformer":
+        sizes = {"num_layers": len(encoder.blks),
+                 "num_hiddens": encoder.num_hiddens,
+                 "embed_size": encoder.embedding.embedding_dim,
+                 "ffn_num_hiddens": encoder.blks[0].ffn.dense1.out_features}
+    else:
+        sizes = {"num_layers": encoder.rnn.num_layers,
+                 "num_hiddens": encoder.rnn.hidden_size,
+                 "embed_size": encoder.embedding.embedding_dim}
+    tensors, offset = {}, 0
+    for name, value in model.state_dict().items():  # weights_bytes' order
+        tensors[name] = {"shape": list(value.shape), "offset": offset}
+        offset += value.numel()
+    weights = weights_bytes(model)
+    sha = hashlib.sha256(weights).hexdigest()
+    special = lambda v: {t: v[f"<{t}>"] for t in  # noqa: E731
+                         ("pad", "bos", "eos", "unk")}
+    fields = {
+        "checkpoint": _checkpoint_name(recipe),
+        "recipe_key": recipe.key(), "fingerprint": fingerprint(recipe, data),
+        "attention": kind, "num_heads": num_heads,
+        "qk_norm": getattr(model.decoder.attention, "qk_norm", False)
+        if kind == "multihead" else False, **sizes,
+        "num_steps": data.num_steps,
+        "src_vocab": list(data.src_vocab.idx_to_token),
+        "tgt_vocab": list(data.tgt_vocab.idx_to_token),
+        "src_special": special(data.src_vocab),
+        "tgt_special": special(data.tgt_vocab),
+        "tensors": tensors, "weights": f"weights-{sha[:16]}.bin",
+        "weights_bytes": len(weights), "weights_sha256": sha}
+    assert set(fields) <= set(MODEL_FIELDS), set(fields) - set(MODEL_FIELDS)
+    return fields, weights
+
+
 def bleu_fields(result):
     """What the page states of an ``EvalResult``: ``bleu`` (corpus BLEU,
     0-100), ``bleu_split`` and ``bleu_signature`` (sacreBLEU's, of that
@@ -122,7 +190,6 @@ def translator(recipe, run, example, examples=(), *, result=None,
     Returns:
         A ``LiveHTML``.
     """
-    from d2lmini.cache import fingerprint
     if not isinstance(example, str) or not example.strip():
         raise ValueError(f"example must be an English sentence, got "
                          f"{example!r}")
@@ -142,17 +209,16 @@ def translator(recipe, run, example, examples=(), *, result=None,
             "result must be the EvalResult of the test split (the page "
             "compares it with the held-out BLEU of the weights it runs), "
             f"got split {getattr(result, 'split', None)!r}")
-    num_heads = _page_heads(recipe, run.model)
-    size = sum(p.numel() for p in run.model.state_dict().values()) * 4
+    fields, weights = _model_fields(recipe, run)
     return LiveHTML("translator", {
-        "checkpoint": _checkpoint_name(recipe),
+        "checkpoint": fields["checkpoint"],
         "recipe": dataclasses.asdict(recipe),
-        "fingerprint": fingerprint(recipe, run.data),
-        "num_heads": num_heads,
-        "weights_sha256": hashlib.sha256(
-            weights_bytes(run.model)).hexdigest(),
+        "fingerprint": fields["fingerprint"],
+        "num_heads": fields["num_heads"],
+        "weights_sha256": fields["weights_sha256"],
+        "model_sha256": model_sha256(fields),
         **({} if result is None else bleu_fields(result)),
-        "size_mb": round(size / 1e6, 1), "example": example,
+        "size_mb": round(len(weights) / 1e6, 1), "example": example,
         "examples": list(examples), "base": base},
         "Type a sentence and see the translation and attention: this box "
         "runs the model in the page of the website.")
@@ -160,7 +226,8 @@ def translator(recipe, run, example, examples=(), *, result=None,
 
 # What the manifest records of the run a notebook evaluated (from its
 # translator payload), beside what the export measured itself.
-NOTEBOOK_FIELDS = ("weights_sha256", "bleu", "bleu_split", "bleu_signature")
+NOTEBOOK_FIELDS = ("weights_sha256", "model_sha256", "bleu", "bleu_split",
+                   "bleu_signature")
 
 
 def notebook_record(payload):
@@ -192,10 +259,13 @@ def export_model(recipe, run, folder, *, evaluated=None):
 
     The pair is replaced as one: the weights go to a new file named by
     their sha256 (the manifest's ``weights``), then the manifest
-    replaces the old one in one rename, then other weights files are
-    removed.  A crash at any point leaves a manifest beside the weights
-    it describes (the old pair or the new one), and a browser never
-    serves an older file from its cache under the new name.
+    replaces the old one in one rename.  A crash at any point leaves a
+    manifest beside the weights it describes (the old pair or the new
+    one), and a browser never serves an older file from its cache under
+    the new name.  The weights the replaced manifest named are kept (a
+    reader whose browser cached that manifest still finds them); older
+    weights files are removed.  Two exports into one folder at once are
+    the caller's to prevent (``scripts/export_models.py`` takes a lock).
 
     Args:
         recipe: the ``Recipe`` of the run; its ``attention`` is one of
@@ -208,58 +278,36 @@ def export_model(recipe, run, folder, *, evaluated=None):
     Returns:
         The model's folder.
     """
-    from d2lmini.cache import fingerprint
     from d2lmini.experiment import evaluate
-    model, data = run.model, run.data
-    num_heads = _page_heads(recipe, model)
-    if not data.test_pairs:
+    fields, weights = _model_fields(recipe, run)
+    if not run.data.test_pairs:
         raise ValueError("the page states the held-out BLEU of the weights "
                          "it runs: the run's data needs a test split "
                          "(num_test > 0)")
-    kind = recipe.attention
-    encoder = model.encoder
-    if kind == "transformer":
-        sizes = {"num_layers": len(encoder.blks),
-                 "num_hiddens": encoder.num_hiddens,
-                 "embed_size": encoder.embedding.embedding_dim,
-                 "ffn_num_hiddens": encoder.blks[0].ffn.dense1.out_features}
-    else:
-        sizes = {"num_layers": encoder.rnn.num_layers,
-                 "num_hiddens": encoder.rnn.hidden_size,
-                 "embed_size": encoder.embedding.embedding_dim}
-    tensors, offset = {}, 0
-    for name, value in model.state_dict().items():  # weights_bytes' order
-        tensors[name] = {"shape": list(value.shape), "offset": offset}
-        offset += value.numel()
-    weights = weights_bytes(model)
-    sha = hashlib.sha256(weights).hexdigest()
-    result = evaluate(model, data)
-    name = _checkpoint_name(recipe)
-    special = lambda v: {t: v[f"<{t}>"] for t in  # noqa: E731
-                         ("pad", "bos", "eos", "unk")}
     manifest = {
-        "format": MANIFEST_FORMAT, "checkpoint": name,
-        "recipe_key": recipe.key(), "fingerprint": fingerprint(recipe, data),
-        "attention": kind, "num_heads": num_heads,
-        "qk_norm": getattr(model.decoder.attention, "qk_norm", False)
-        if kind == "multihead" else False, **sizes,
-        "num_steps": data.num_steps,
-        "src_vocab": list(data.src_vocab.idx_to_token),
-        "tgt_vocab": list(data.tgt_vocab.idx_to_token),
-        "src_special": special(data.src_vocab),
-        "tgt_special": special(data.tgt_vocab),
-        "tensors": tensors, "weights": f"weights-{sha[:16]}.bin",
-        "weights_bytes": len(weights), "weights_sha256": sha,
-        **bleu_fields(result),
+        "format": MANIFEST_FORMAT, **fields,
+        **bleu_fields(evaluate(run.model, run.data)),
         "notebook": None if evaluated is None
         else notebook_record(evaluated)}
-    out = Path(folder) / name
+    out = Path(folder) / fields["checkpoint"]
     out.mkdir(parents=True, exist_ok=True)
+    keep = {manifest["weights"], _weights_named(out / "manifest.json")}
     with atomic_write(out / manifest["weights"]) as f:
         f.write(weights)
     with atomic_write(out / "manifest.json") as f:  # last: the switch
         f.write(json.dumps(manifest, indent=1).encode("utf-8"))
     for old in out.glob("weights*.bin"):
-        if old.name != manifest["weights"]:
+        if old.name not in keep:
             old.unlink()
     return out
+
+
+def _weights_named(manifest):
+    """The weights file a manifest names, or None (no manifest, or not
+    one this module wrote)."""
+    try:
+        name = json.loads(Path(manifest).read_text(encoding="utf-8"))[
+            "weights"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return name if isinstance(name, str) else None

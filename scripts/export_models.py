@@ -18,7 +18,8 @@ same checkpoint, fingerprint and notebook record, and weights of the
 sha256 its manifest names, is kept.  The script deletes only its own
 exports (``seq2seq-*`` folders of a manifest and weights files) that no
 notebook runs any more, and refuses a ``--dest`` that holds anything
-else.  Two
+else.  It holds a lock (``--dest/.export.lock``) while it works: a second
+export into the same folder waits for the first.  Two
 translator outputs that name one checkpoint with different fingerprints
 (or weights) fail: the site serves one model per checkpoint name.
 
@@ -29,6 +30,7 @@ evaluated (the code, data or torch changed since the notebook ran): run
 """
 
 import argparse
+import contextlib
 import hashlib
 import json
 import shutil
@@ -127,6 +129,43 @@ def is_export(folder):
         for p in folder.iterdir())
 
 
+# The lock file export_lock keeps in --dest (check_dest accepts it).
+LOCK = ".export.lock"
+
+
+@contextlib.contextmanager
+def export_lock(dest, wait=True):
+    """Hold ``dest / LOCK`` exclusively (``fcntl.flock``; on Windows
+    ``msvcrt.locking``) while the block runs: two exports into one folder
+    would otherwise delete each other's weights.  A second holder waits
+    (saying so once), or raises ``BlockingIOError`` if ``wait`` is
+    False.  The lock goes with the process, even if it is killed."""
+    with open(dest / LOCK, "a+b") as f:
+        try:
+            import fcntl
+        except ImportError:  # Windows
+            import msvcrt
+
+            def take(block):
+                f.seek(0)  # msvcrt locks bytes from the position
+                mode = msvcrt.LK_LOCK if block else msvcrt.LK_NBLCK
+                msvcrt.locking(f.fileno(), mode, 1)
+        else:
+            def take(block):
+                flags = fcntl.LOCK_EX | (0 if block else fcntl.LOCK_NB)
+                fcntl.flock(f.fileno(), flags)
+        try:
+            take(False)
+        except OSError:
+            if not wait:
+                raise BlockingIOError(
+                    f"another export holds {dest / LOCK}") from None
+            print(f"waiting for another export into {dest} to finish "
+                  f"(it holds {dest / LOCK})...", flush=True)
+            take(True)
+        yield  # closing the file releases the lock
+
+
 def check_dest(dest):
     """Refuse a destination that holds anything but this script's exports
     (the default ``assets/models`` or a new or empty folder), before
@@ -136,7 +175,8 @@ def check_dest(dest):
     if not dest.is_dir():
         raise SystemExit(f"--dest {dest} is a file: give the models folder "
                          "(assets/models) or a new or empty folder")
-    foreign = sorted(p.name for p in dest.iterdir() if not is_export(p))
+    foreign = sorted(p.name for p in dest.iterdir()
+                     if not (is_export(p) or p.name == LOCK and p.is_file()))
     if foreign:
         shown = ", ".join(foreign[:5]) + (" ..." if len(foreign) > 5 else "")
         raise SystemExit(
@@ -193,13 +233,15 @@ def main(argv=None):
     check_dest(args.dest)
     specs = collect((nb, translators(ROOT / nb)) for nb in toc_notebooks())
     args.dest.mkdir(parents=True, exist_ok=True)
-    for spec in specs.values():
-        print(export(spec, args.dest), flush=True)
-    # Models no notebook runs any more are not served; only this script's
-    # own exports are ever deleted.
-    for folder in args.dest.iterdir():
-        if folder.name not in specs and is_export(folder):
-            shutil.rmtree(folder)
+    with export_lock(args.dest):
+        check_dest(args.dest)  # again: what was there before the lock
+        for spec in specs.values():
+            print(export(spec, args.dest), flush=True)
+        # Models no notebook runs any more are not served; only this
+        # script's own exports are ever deleted.
+        for folder in args.dest.iterdir():
+            if folder.name not in specs and is_export(folder):
+                shutil.rmtree(folder)
     print(f"{len(specs)} model(s) for the website in {args.dest}")
     return 0
 

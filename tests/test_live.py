@@ -16,6 +16,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import ipywidgets as widgets
@@ -32,12 +33,14 @@ from d2lmini.experiment import CHAPTER_RECIPE, build_model, evaluate
 from d2lmini.live import (
     JS_DIR,
     JS_PARTS,
+    MODEL_FIELDS,
     NOTEBOOK_FIELDS,
     LiveHTML,
     export_model,
     kernel_regression_explorer,
     live_js,
     masked_softmax_explorer,
+    model_sha256,
     notebook_record,
     payloads,
     positional_encoding_explorer,
@@ -297,7 +300,8 @@ def test_translator_payload_names_the_weights_and_bleu_it_evaluated(toy):
     assert older["weights_sha256"] == data["weights_sha256"]
     assert not {"bleu", "bleu_split", "bleu_signature"} & set(older)
     assert notebook_record(older) == {
-        "weights_sha256": data["weights_sha256"], "bleu": None,
+        "weights_sha256": data["weights_sha256"],
+        "model_sha256": data["model_sha256"], "bleu": None,
         "bleu_split": None, "bleu_signature": None}
     with pytest.raises(ValueError, match="EvalResult of the test split.*"
                        "got split 'train'"):
@@ -481,16 +485,17 @@ OTHER = ("This site was built on a machine that trained its own weights "
 def test_live_js_says_which_weights_it_runs(tmp_path):
     sig = "BLEU nrefs:var|case:mixed|eff:no|tok:none|smooth:exp"
     fp = {"recipe": "r", "code": "c", "torch": "t", "data": "d"}
-    notebook = {"weights_sha256": "aa", "bleu": 27.51, "bleu_split": "test",
-                "bleu_signature": sig, "fingerprint": fp}
     mine = {"weights_sha256": "bb", "bleu": 26.27, "bleu_split": "test",
-            "bleu_signature": sig, "fingerprint": fp}
+            "bleu_signature": sig, "fingerprint": fp, "num_steps": 9}
+    theirs = {**mine, "weights_sha256": "aa", "bleu": 27.51}
+    notebook = {"weights_sha256": "aa", "model_sha256": model_sha256(theirs),
+                "bleu": 27.51, "bleu_split": "test", "bleu_signature": sig,
+                "fingerprint": fp}
     no_bleu = {k: v for k, v in notebook.items() if k != "bleu"}
     cases = {
-        "same": (notebook, {**mine, "weights_sha256": "aa", "bleu": 27.51}),
-        # An older notebook (no bleu in its output): the export's own.
-        "same, no notebook bleu": (no_bleu, {**mine, "weights_sha256": "aa",
-                                             "bleu": 27.46}),
+        "same": (notebook, theirs),
+        # The export's BLEU (not covered by model_sha256) is not quoted.
+        "same, no notebook bleu": (no_bleu, {**theirs, "bleu": 27.46}),
         "other": (notebook, mine),
         "other, no notebook bleu": (no_bleu, mine),
         "other, older manifest": (notebook, {"weights_sha256": "bb"}),
@@ -499,12 +504,17 @@ def test_live_js_says_which_weights_it_runs(tmp_path):
         "other sacrebleu": (notebook, {**mine,
                                        "bleu_signature": sig + "|v:9"}),
         "no weights named": ({"bleu": 27.51}, mine),
+        "no model sha256": ({k: v for k, v in notebook.items()
+                             if k != "model_sha256"}, theirs),
         "older manifest, no sha": (notebook, {"bleu": 26.27}),
+        # The section's weights, described otherwise (loadModel refuses).
+        "same weights, edited": (notebook, {**theirs, "num_steps": 10}),
     }
     got = dict(zip(cases, run_node(tmp_path, NODE_WEIGHTS,
                                    list(cases.values()))))
     assert got["same"] == {"case": "same", "text": SAME.format("27.5")}
-    assert got["same, no notebook bleu"]["text"] == SAME.format("27.5")
+    assert got["same, no notebook bleu"]["text"] == (
+        "These are the weights the section evaluated.")
     assert got["other"] == {"case": "other", "text": OTHER + (
         "they score BLEU 26.3 on the same test sentences; the run this "
         "section reports scored 27.5.")}
@@ -523,7 +533,9 @@ def test_live_js_says_which_weights_it_runs(tmp_path):
         f"different sacreBLEU settings: {sig}|v:9 here, {sig} in the "
         "section.")
     assert got["no weights named"] is None
+    assert got["no model sha256"] is None
     assert got["older manifest, no sha"] is None
+    assert got["same weights, edited"] is None
     for name, said in got.items():
         if said:
             assert not re.search(r"undefined|NaN|null", said["text"]), name
@@ -705,7 +717,18 @@ def corrupted_manifests(manifest, heads):
     yield "fractional offset", tensor(matrix, offset=1.5), "offset 1.5"
     neighbour = next(n for n in names if n != matrix)
     yield "overlap", tensor(matrix, offset=tensors[neighbour]["offset"]), \
-        "overlaps"
+        "where the order of the state dict puts it at"
+    # Two tensors of one shape (W_q and W_k, say) that trade places:
+    # every check of each tensor alone holds (issue 27, point 3).
+    first, second = next((a, b) for i, a in enumerate(names)
+                         for b in names[i + 1:]
+                         if tensors[a]["shape"] == tensors[b]["shape"])
+    swapped = {**tensors,
+               first: {**tensors[first], "offset": tensors[second]["offset"]},
+               second: {**tensors[second], "offset": tensors[first]["offset"]}}
+    yield "swapped offsets", edit(tensors=swapped), \
+        f"tensor {first}: offset {tensors[second]['offset']}, where the " \
+        "order of the state dict puts it at"
     yield "deleted bias", tensor(bias, drop=True), \
         f"tensor {bias} is missing"
     yield "extra tensor", edit(tensors={**tensors, "decoder.extra": {
@@ -815,8 +838,7 @@ globalThis.fetch = async (url) => {
     try {
       const m = await live.loadModel("models/", job.checkpoint, null,
                                      step.expected);
-      out.push({verified: m.verified,
-                tokens: live.translate(m, "go .").outTokens});
+      out.push({tokens: live.translate(m, "go .").outTokens});
     } catch (err) {
       out.push({error: err.message});
     }
@@ -829,46 +851,104 @@ globalThis.fetch = async (url) => {
 def test_live_js_loads_only_the_weights_its_manifest_describes(toy,
                                                                tmp_path):
     """Point 7: same-size corrupted bytes fail on their sha256; NaN
-    weights with a matching sha256 fail on their values; without
-    crypto.subtle the model loads with verified = false."""
+    weights with a matching sha256 fail on their values.  Issue 27,
+    points 2 and 3: without crypto.subtle (plain http from another host)
+    the page checks the sha256 all the same; a manifest that names the
+    section's weights but describes them otherwise (a vocabulary token,
+    num_steps) fails on the model_sha256 the notebook recorded."""
     run = tiny_run(toy, MultiHeadAttention(8, 2))
     recipe = CHAPTER_RECIPE.replace(attention="multihead", num_heads=2)
     folder = export_model(recipe, run, tmp_path / "models")
     manifest = json.loads((folder / "manifest.json").read_text())
+    section = payload(translator(recipe, run, "go ."))
+    recorded = {k: section[k] for k in ("weights_sha256", "model_sha256")}
+    assert section["model_sha256"] == model_sha256(manifest)
     good = (folder / manifest["weights"]).read_bytes()
     flipped = bytearray(good)
     flipped[100] ^= 0x40  # same size, one bit
     nan = np.full(len(good) // 4, np.nan, dtype="<f4").tobytes()
     b64 = lambda b: base64.b64encode(b).decode()  # noqa: E731
+    as_json = lambda m: b64(json.dumps(m).encode())  # noqa: E731
     nan_manifest = {**manifest, "weights_sha256": sha256(nan),
                     "weights": f"weights-{sha256(nan)[:16]}.bin"}
+    vocab = list(manifest["tgt_vocab"])
+    vocab[-1] = vocab[-1] + "x"
     steps = [
-        {},
+        {"expected": recorded},
         {"expected": {"num_heads": 4}},
         {"write": manifest["weights"], "bytes": b64(bytes(flipped))},
         {"write": manifest["weights"], "bytes": b64(good)},
         {"write": nan_manifest["weights"], "bytes": b64(nan)},
-        {"write": "manifest.json", "bytes": b64(json.dumps(
-            nan_manifest).encode())},
-        {"write": "manifest.json", "bytes": b64(json.dumps(
-            manifest).encode()), "noCrypto": True},
+        {"write": "manifest.json", "bytes": as_json(nan_manifest)},
+        {"write": "manifest.json", "bytes": as_json(
+            {**manifest, "tgt_vocab": vocab}), "expected": recorded},
+        {"write": "manifest.json", "bytes": as_json(
+            {**manifest, "num_steps": manifest["num_steps"] + 1}),
+         "expected": recorded},
+        # Without the recorded sha256s (other weights): it loads.
+        {"write": "manifest.json", "bytes": as_json(
+            {**manifest, "tgt_vocab": vocab})},
+        {"write": "manifest.json", "bytes": as_json(manifest),
+         "noCrypto": True, "expected": recorded},
         {"write": manifest["weights"], "bytes": b64(bytes(flipped))},
     ]
     got = run_node(tmp_path, NODE_LOAD, {
         "folder": str(folder), "checkpoint": manifest["checkpoint"],
         "steps": steps})
     want = translate(run.model, run.data, ["go ."])[0].out_tokens
-    assert got[0] == {"verified": True, "tokens": want}
+    assert got[0] == {"tokens": want}
     assert "num_heads 2, where the section's model has 4" in got[1]["error"]
     assert "not the file its manifest describes (another sha256)" in \
         got[2]["error"]
     assert got[3] == got[0]
     assert got[5]["error"].startswith("the model's files are not valid: ")
     assert "numbers that are not finite" in got[5]["error"]
-    assert got[6] == {"verified": False, "tokens": want}
-    # Without a hash, the same-size corruption is not caught: the page
-    # says that it could not verify the weights (see test_site_live.py).
-    assert got[7]["verified"] is False
+    for edited in got[6:8]:
+        assert "names the weights the section evaluated but does not " \
+            "describe them as the section's run did" in edited["error"]
+    assert "tokens" in got[8]
+    assert got[9] == {"tokens": want}  # sha256.js checked them
+    assert "not the file its manifest describes (another sha256)" in \
+        got[10]["error"]
+
+
+NODE_SHA = r"""
+const fs = require("fs");
+const live = require(process.argv[2]);
+const job = JSON.parse(fs.readFileSync(0, "utf8"));
+console.log(JSON.stringify({
+  bytes: job.bytes.map((b) => live.sha256Hex(Buffer.from(b, "base64"))),
+  manifests: job.manifests.map(live.modelSha256),
+  fields: live.MODEL_FIELDS}));
+"""
+
+
+def test_live_js_sha256_and_model_sha256_equal_python(toy, tmp_path):
+    """sha256.js against hashlib at every length around the block
+    boundaries and on a few megabytes; the page's modelSha256 against
+    model_sha256 on a real manifest and on one whose tokens and keys
+    hold what JSON escapes (quotes, control characters, U+2028, beyond
+    U+FFFF and keys the two sorts of UTF-16 and code points order
+    apart)."""
+    rng = np.random.default_rng(0)
+    blobs = [rng.bytes(n) for n in range(0, 260)] + [rng.bytes(3_000_001)]
+    run, recipe = tiny_attention_run(toy, "transformer", 1)
+    manifest = json.loads((export_model(recipe, run, tmp_path)
+                           / "manifest.json").read_text())
+    odd = ["\"q\"", "back\\slash", "\x00\x1f\x7f\x85", "\u2028\u2029",
+           "\U0001f600", "\ufb01", "caf\u00e9", "\t\n\r\b\f"]
+    tricky = {**manifest, "tgt_vocab": manifest["tgt_vocab"] + odd,
+              "fingerprint": {**manifest["fingerprint"],
+                              "\U0001f600": "a", "\uff5e": "b", "z": "c"}}
+    missing = {k: v for k, v in manifest.items() if k != "num_steps"}
+    got = run_node(tmp_path, NODE_SHA, {
+        "bytes": [base64.b64encode(b).decode() for b in blobs],
+        "manifests": [manifest, tricky, missing]})
+    assert got["bytes"] == [sha256(b) for b in blobs]
+    assert got["manifests"] == [model_sha256(m)
+                                for m in (manifest, tricky, missing)]
+    assert len(set(got["manifests"])) == 3
+    assert tuple(got["fields"]) == MODEL_FIELDS
 
 
 def test_live_js_reads_the_manifest_format_live_py_writes():
@@ -916,8 +996,14 @@ def test_export_model_replaces_weights_and_manifest_as_one(
     assert manifest["weights_sha256"] == sha256(weights_bytes(other.model))
     assert manifest["weights"] == \
         f"weights-{manifest['weights_sha256'][:16]}.bin"
+    # The replaced manifest's weights stay (a browser that cached that
+    # manifest still finds them; issue 27, point 10); older ones go.
     assert sorted(p.name for p in new.iterdir()) == sorted(
-        ["manifest.json", manifest["weights"]])
+        ["manifest.json", manifest["weights"], old["weights"]])
+    third = export_model(recipe, perturbed(run, seed=2), tmp_path)
+    latest = pair_holds()
+    assert sorted(p.name for p in third.iterdir()) == sorted(
+        ["manifest.json", latest["weights"], manifest["weights"]])
 
 
 def _fake_export(folder, weights=b"\0" * 8):
@@ -957,7 +1043,8 @@ def test_export_models_deletes_nothing_it_did_not_write(
     (models / "seq2seq-additive-0123" / ".manifest.json.x1.part").touch()
     _fake_export(models / "seq2seq-none-4567")
     assert script.main(["--dest", str(models)]) == 0
-    assert list(models.iterdir()) == []
+    assert [p.name for p in models.iterdir()] == [script.LOCK]
+    assert script.main(["--dest", str(models)]) == 0  # its lock is its own
     assert script.main(["--dest", str(tmp_path / "new")]) == 0  # a new one
     for looks_like in ({"weights": "w"},  # not a manifest of an export
                        None):
@@ -972,6 +1059,31 @@ def test_export_models_deletes_nothing_it_did_not_write(
         with pytest.raises(SystemExit, match="did not write"):
             script.main(["--dest", str(odd)])
         assert (odd / "seq2seq-x" / "manifest.json").is_file()
+
+
+def test_export_models_waits_for_another_export_into_its_folder(
+        tmp_path, monkeypatch, capsys):
+    """Issue 27, point 10: while one export holds the folder's lock, a
+    second one waits (and says so) instead of deleting the weights the
+    first is writing; it goes on once the first is done."""
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    script = load_script("export_models")
+    monkeypatch.setattr(script, "toc_notebooks", lambda: [])
+    dest = tmp_path / "models"
+    dest.mkdir()
+    done = threading.Event()
+    second = threading.Thread(target=lambda: done.set() if script.main(
+        ["--dest", str(dest)]) == 0 else None)
+    with script.export_lock(dest):
+        with pytest.raises(BlockingIOError, match="another export holds"):
+            with script.export_lock(dest, wait=False):
+                pass
+        second.start()
+        # Blocked on the lock for as long as it is held (0.5 s here).
+        assert not done.wait(0.5)
+    second.join(timeout=60)
+    assert done.is_set()
+    assert "waiting for another export into" in capsys.readouterr().out
 
 
 def test_export_models_refuses_one_checkpoint_with_two_models(
@@ -1095,10 +1207,10 @@ def test_live_js_is_the_parts_of_d2lmini_js_in_one_function(tmp_path):
         subprocess.run([node, "--check", str(JS_DIR / name)], check=True)
     assert run_node(tmp_path, NODE_NAMES, None) == sorted([
         "MANIFEST_FORMAT", "TEXT_RULES", "expectedTensors", "extent",
-        "loadModel", "makeModel", "manifestProblems", "maskedSoftmaxRow",
-        "mountAll", "nadarayaWatson", "positionalEncoding", "preprocess",
-        "readSource", "tokenize", "translate", "viridis",
-        "weightsStatement"])
+        "MODEL_FIELDS", "loadModel", "makeModel", "manifestProblems",
+        "maskedSoftmaxRow", "modelSha256", "mountAll", "nadarayaWatson",
+        "positionalEncoding", "preprocess", "readSource", "sha256Hex",
+        "tokenize", "translate", "viridis", "weightsStatement"])
 
 
 def test_live_js_refuses_a_wrapper_without_its_parts_line(tmp_path,

@@ -18,7 +18,7 @@
 .d2l-live summary { cursor: pointer; }
 .d2l-live .d2l-status.d2l-hint { color: #7a4b00; }
 .d2l-live .d2l-status.d2l-error { color: #b00020; font-weight: bold; }
-.d2l-live .d2l-weights-other, .d2l-live .d2l-unverified { border-left: 3px solid #E69F00;
+.d2l-live .d2l-weights-other { border-left: 3px solid #E69F00;
   padding-left: 0.6em; }
 .d2l-live .d2l-examples { width: 100%; display: flex; flex-wrap: wrap;
   gap: 0.3em; align-items: center; }

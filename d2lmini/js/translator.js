@@ -2,31 +2,34 @@
    * A text box that runs the model of model.js on what the reader types,
    * draws its attention, and says which weights it runs. */
 
-  const UNVERIFIED = "This browser could not check that these are the " +
-    "weights the manifest describes: it computes sha256 only on pages " +
-    "served over https or from this computer. Their size, shapes and " +
-    "values were checked.";
-
   const bleuText = (x) => (typeof x === "number" && Number.isFinite(x)
     ? x.toFixed(1) : null);
 
   /** What the page says of the weights it runs, from the translator's
-   * data (what the notebook evaluated: weights_sha256, bleu) and the
-   * served manifest (weights_sha256, and the held-out bleu measured when
-   * the site was built).
+   * data (what the notebook evaluated: weights_sha256, model_sha256,
+   * bleu) and the served manifest (weights_sha256, and the held-out
+   * bleu measured when the site was built), once loadModel checked the
+   * weights against the manifest.
    *
-   * Returns {case, text}: case "same" when the sha256s are equal,
-   * "other" when the site's build trained its own weights; or null when
-   * the notebook's output names no weights (an older notebook).  BLEU is
-   * given to 1 decimal, as in the sections; a missing one is left out.
+   * Returns {case, text}: case "same" when the manifest describes the
+   * model the notebook recorded (modelSha256, which covers the weights'
+   * sha256), "other" when the site's build trained its own weights; or
+   * null when the notebook's output names no weights (an older
+   * notebook) or the manifest names the section's weights but describes
+   * them otherwise (which loadModel refuses).  BLEU is given to 1 decimal, as in the sections; a
+   * missing one is left out.
    */
   function weightsStatement(data, manifest) {
-    if (!data.weights_sha256 || !manifest.weights_sha256) return null;
+    if (!data.weights_sha256 || !data.model_sha256 ||
+        !manifest.weights_sha256) return null;
     const theirs = bleuText(data.bleu), mine = bleuText(manifest.bleu);
     if (data.weights_sha256 === manifest.weights_sha256) {
-      const bleu = theirs || mine;
+      // The section's weights described otherwise: loadModel refuses it.
+      if (data.model_sha256 !== modelSha256(manifest)) return null;
+      // The BLEU the section measured, from the page itself (the
+      // manifest's own is not part of what the sha256 covers).
       return {case: "same", text: "These are the weights the section " +
-              `evaluated${bleu ? ` (held-out BLEU ${bleu})` : ""}.`};
+              `evaluated${theirs ? ` (held-out BLEU ${theirs})` : ""}.`};
     }
     // scripts/export_models.py exports only what the notebook's code,
     // data and torch train; another export of the checkpoint may not.
@@ -90,9 +93,6 @@
                  "with no server.");
     // Which weights it runs, once they loaded (weightsStatement).
     const weightsNote = el("p", {class: "d2l-weights", hidden: ""}, rootEl);
-    // Where the browser cannot hash them (loadModel).
-    const unverifiedNote = el("p", {class: "d2l-unverified", hidden: ""},
-                              rootEl);
     const details = el("details", {class: "d2l-translator-box"}, rootEl);
     el("summary", {}, details,
        `Translate your own sentence in this page (loads the model: ` +
@@ -147,7 +147,9 @@
     function run() {
       const start = performance.now();
       const sentence = input.value;
-      if (!sentence.trim()) {
+      // What the model would read: trim() keeps characters that the
+      // tokenizer drops (U+0085, U+001C-U+001F).
+      if (!tokenize(sentence).length) {
         status.textContent = "Type an English sentence first, for example " +
           `“${data.example}”, then press Enter.`;
         status.className = "d2l-status d2l-hint";
@@ -155,7 +157,16 @@
         last = null;
         return;
       }
-      last = translate(model, sentence);
+      try {
+        last = translate(model, sentence);
+      } catch (err) {
+        status.textContent = `This sentence could not be translated ` +
+          `(${err.message}).`;
+        status.className = "d2l-status d2l-error";
+        output.textContent = ""; notes.textContent = ""; chart.replaceChildren();
+        last = null;
+        return;
+      }
       status.className = "d2l-status";
       status.textContent = "";
       output.replaceChildren();
@@ -181,19 +192,15 @@
       loading = loadModel(data.base, data.checkpoint, (f) => {
         status.textContent = `Loading the model… ${Math.round(100 * f)}%`;
       }, {attention: data.recipe.attention, num_heads: data.num_heads,
-          fingerprint: data.fingerprint}).then((m) => {
+          fingerprint: data.fingerprint, weights_sha256: data.weights_sha256,
+          model_sha256: data.model_sha256}).then((m) => {
         model = m;
         const said = weightsStatement(data, m.manifest);
         rootEl.dataset.weights = said ? said.case : "unknown";
-        rootEl.dataset.verified = m.verified ? "yes" : "no";
         if (said) {
           weightsNote.textContent = said.text;
           weightsNote.className = `d2l-weights d2l-weights-${said.case}`;
           weightsNote.hidden = false;
-        }
-        if (!m.verified) {
-          unverifiedNote.textContent = UNVERIFIED;
-          unverifiedNote.hidden = false;
         }
         form.hidden = false;
         rootEl.dataset.state = "ready";

@@ -30,7 +30,8 @@
  * base.js (DOM helpers, numbers as text), charts.js (colour maps,
  * heatmaps, histograms, line charts), tokenizer.js (what the reader
  * types, as d2lmini.tokenizer reads the corpus), model.js (the models'
- * forward pass, greedy decoding, checking and loading a model folder),
+ * forward pass, greedy decoding), sha256.js (SHA-256 where the browser
+ * offers none), manifest.js (checking and loading a model folder),
  * explorers.js (the four figure explorers), translator.js (the
  * translator box), boot.js (the style sheet, mounting every explorer).
  * This file, wrapper.js, holds the function and the names it exports.
@@ -45,7 +46,8 @@
                   loadModel, translate, readSource, maskedSoftmaxRow,
                   nadarayaWatson, positionalEncoding, viridis,
                   weightsStatement, manifestProblems, expectedTensors,
-                  extent, MANIFEST_FORMAT};
+                  extent, MANIFEST_FORMAT, MODEL_FIELDS, modelSha256,
+                  sha256Hex};
   if (typeof module !== "undefined") module.exports = root.d2lLive;
 })(typeof window !== "undefined" ? window : globalThis);
 if (typeof document !== "undefined") window.d2lLive.mountAll();
