@@ -34,6 +34,7 @@ _NAMES = {
     "seq2seq": ("Seq2SeqEncoder", "Seq2SeqDecoder", "Seq2Seq"),
     "attention_decoder": ("Seq2SeqAttentionDecoder",),
     "decoding": ("greedy_decode", "translate"),
+    "beam": ("beam_decode", "beam_translate"),
     "splits": ("split_pairs",),
     "trainer": ("Trainer", "History"),
     "metrics": ("bleu", "corpus_bleu"),
