@@ -24,7 +24,8 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
         benchmark benchmark-seq2seq benchmark-quality benchmark-robustness \
         benchmark-packed-gru benchmark-step-time benchmark-seeds \
         benchmark-transformer-cache benchmark-transformer-tuning \
-        benchmark-profile benchmark-speedups benchmark-transformer-step vendor \
+        benchmark-profile benchmark-speedups benchmark-transformer-step \
+        benchmark-beam-search vendor \
         chromium clean distclean
 
 all: book
@@ -194,6 +195,13 @@ benchmark-speedups: $(STAMP)
 # nn.TransformerEncoderLayer and nn.TransformerDecoderLayer (a minute).
 benchmark-transformer-step: $(STAMP)
 	$(BIN)/python benchmarks/transformer_step.py $(ARGS)
+
+# Beam search against greedy decoding on the test split, over three
+# training seeds (the length penalty chosen on the val split; about 10
+# minutes, 5 of them training the third seed's two models); writes
+# benchmarks/results/beam_search.json, which the decoding section quotes.
+benchmark-beam-search: $(STAMP)
+	$(BIN)/python benchmarks/beam_search.py $(ARGS)
 
 clean:
 	rm -rf _build

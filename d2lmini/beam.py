@@ -27,20 +27,24 @@ cached models do not depend on it (``d2lmini.cache``).
 
 import math
 import numbers
+import time
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import torch
 
+from . import metrics
 from .attention import AttentionMemory
 from .attention_decoder import AttentionState
 from .decoding import Translation, _check_decode_args, _eval_mode, _stepper
+from .experiment import _sources
 from .seq2seq import DecoderState
 from .transformer import TransformerState
 from .utils import check_int
 
-__all__ = ["BeamDecoded", "BeamTranslation", "Hypothesis", "beam_decode",
-           "beam_translate", "length_penalty_of"]
+__all__ = ["BeamDecoded", "BeamEval", "BeamTranslation", "Hypothesis",
+           "beam_decode", "beam_evaluate", "beam_translate",
+           "choose_length_penalty", "length_penalty_of", "reorder_state"]
 
 
 def length_penalty_of(length, alpha):
@@ -103,7 +107,7 @@ def _expand_encoding(enc, k):
     return outputs.repeat_interleave(k, 0), hidden.repeat_interleave(k, 1)
 
 
-def _reorder(state, index):
+def reorder_state(state, index):
     """The decoder state of the rows ``index`` (N,): each hypothesis
     takes its parent's state.  What the encoder gave is the same for
     every row of a sentence, and a row's parent is a row of the same
@@ -134,7 +138,12 @@ class _Sentence:
     is over."""
 
     found: list = field(default_factory=list)  # (score, log_prob, ...)
+    best: float = -math.inf  # the best score found
     done: bool = False
+
+    def add(self, score, *rest):
+        self.found.append((score, *rest))
+        self.best = max(self.best, score)
 
 
 def beam_decode(model, src, src_valid_len, bos, eos, max_len, *,
@@ -193,14 +202,17 @@ def beam_decode(model, src, src_valid_len, bos, eos, max_len, *,
             is_eos = (token == eos) & torch.isfinite(top)
             ranks = torch.arange(top.shape[1], device=device)
             # Finished: <eos> among the first k continuations.
-            for b, j in (is_eos & (ranks < k)).nonzero().tolist():
+            ended = (is_eos & (ranks < k)).nonzero().tolist()
+            if ended:  # as lists once: item by item, tensors are slow
+                rows_l = (base + parent).tolist()
+                top_l, tokens_l = top.tolist(), tokens.tolist()
+            for b, j in ended:
                 if sentences[b].done:  # its search is over: keep it so
                     continue
-                row = int(base[b, 0] + parent[b, j])
-                raw = float(top[b, j])
-                sentences[b].found.append((
-                    raw / lp(t), raw, tokens[row].tolist(), True,
-                    None if attention is None else attention[row]))
+                row, raw = rows_l[b][j], top_l[b][j]
+                sentences[b].add(
+                    raw / lp(t), raw, tokens_l[row], True,
+                    None if attention is None else attention[row])
             # Running: the first k continuations that are not <eos>.
             keep = (~is_eos).float().cumsum(-1) <= k
             keep &= ~is_eos
@@ -219,21 +231,20 @@ def beam_decode(model, src, src_valid_len, bos, eos, max_len, *,
             best_running = (scores.max(-1).values / lp(max_len)).tolist()
             for b, s in enumerate(sentences):
                 if s.found and not s.done:
-                    s.done = max(f[0] for f in s.found) >= best_running[b]
+                    s.done = s.best >= best_running[b]
                 if best_running[b] == -math.inf:
                     s.done = True
             if all(s.done for s in sentences) or t == max_len:
                 break
-            state = _reorder(state, rows)
+            state = reorder_state(state, rows)
             Y = tokens[:, -1:]
         if not all(s.done for s in sentences):  # cut at max_len
-            flat = scores.reshape(N).tolist()
-            for row, raw in enumerate(flat):
-                b = row // k
-                if raw > -math.inf and not sentences[b].done:
-                    sentences[b].found.append((
-                        raw / lp(max_len), raw, tokens[row].tolist(), False,
-                        None if attention is None else attention[row]))
+            tokens_l = tokens.tolist()
+            for row, raw in enumerate(scores.reshape(N).tolist()):
+                s = sentences[row // k]
+                if raw > -math.inf and not s.done:
+                    s.add(raw / lp(max_len), raw, tokens_l[row], False,
+                          None if attention is None else attention[row])
     return [_result(s.found, k, src_valid_len, i, eos)
             for i, s in enumerate(sentences)]
 
@@ -301,3 +312,73 @@ def beam_translate(model, data, sentences, *, beam_size=4,
             hypotheses=[(vocab.to_tokens(h.ids), h.score)
                         for h in out.hypotheses]))
     return results
+
+
+class BeamEval(NamedTuple):
+    """What ``beam_evaluate`` measured; BLEU and chrF are in 0-100, as
+    ``d2lmini.experiment.evaluate`` gives them (multi-reference,
+    tokenize='none')."""
+
+    split: str
+    beam_size: int
+    length_penalty: float
+    bleu: float
+    chrf: float
+    exact: int  # outputs equal to one of their references
+    length_ratio: float  # output tokens / closest reference's, summed
+    log_probs: list  # log P(output | source) of each output
+    sources: list
+    hypotheses: list
+    references: list
+    decode_time: float  # seconds of decoding the split
+
+
+def beam_evaluate(model, data, split="test", *, beam_size=4,
+                  length_penalty=0.0, batch_size=250):
+    """Beam-translate the unique English sources of a split and score
+    them as ``d2lmini.experiment.evaluate`` does.
+
+    Args:
+        model, data, split, batch_size: as for ``evaluate``.
+        beam_size, length_penalty: as for ``beam_translate``.
+
+    Returns:
+        A ``BeamEval``.
+    """
+    _check_beam_args(beam_size, length_penalty)
+    check_int("batch_size", batch_size)
+    sources = _sources(data, split)
+    references = [data.references(s) for s in sources]
+    outputs, start = [], time.perf_counter()
+    for i in range(0, len(sources), batch_size):
+        outputs += beam_translate(model, data, sources[i:i + batch_size],
+                                  beam_size=beam_size,
+                                  length_penalty=length_penalty)
+    decode_time = time.perf_counter() - start
+    hypotheses = [t.text for t in outputs]
+    bleu = metrics.corpus_bleu(hypotheses, references)
+    return BeamEval(
+        split, beam_size, float(length_penalty), bleu.score,
+        metrics.corpus_chrf(hypotheses, references).score,
+        sum(h in refs for h, refs in zip(hypotheses, references)),
+        bleu.sys_len / bleu.ref_len, [t.log_prob for t in outputs],
+        sources, hypotheses, references, decode_time)
+
+
+def choose_length_penalty(model, data, beam_size, alphas, split="val"):
+    """The length penalty of ``alphas`` whose beam search scores the
+    highest BLEU on ``split`` (the validation split: choosing on the
+    test split would tune to the sentences the result is reported on).
+    Ties go to the first of ``alphas``.
+
+    Returns:
+        ``(alpha, {alpha: BeamEval})``.
+    """
+    alphas = list(alphas)
+    if not alphas:
+        raise ValueError("alphas is empty; pass the length penalties to "
+                         "try, e.g. (0.0, 0.5, 1.0)")
+    runs = {alpha: beam_evaluate(model, data, split, beam_size=beam_size,
+                                 length_penalty=alpha) for alpha in alphas}
+    best = max(alphas, key=lambda a: (runs[a].bleu, -alphas.index(a)))
+    return best, runs

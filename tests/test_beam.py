@@ -234,3 +234,41 @@ def test_beam_translate_labels_its_best_and_its_hypotheses():
                                           len(w.src_tokens))
     with pytest.raises(TypeError, match="wrap it"):
         beam_translate(model, data, "go .")
+
+
+def test_beam_evaluate_scores_as_evaluate_and_chooses_on_val():
+    from test_live import HELD_OUT, TOY_PAIRS, tiny_transformer
+
+    from d2lmini.beam import beam_evaluate, choose_length_penalty
+    from d2lmini.experiment import build_model, evaluate
+
+    more = [("he's home .", "il est chez lui ."), ("i'm lost .",
+            "je suis perdu ."), ("go home .", "rentre !")]
+    data = MTFraEng(2, num_steps=6, num_train=4, num_val=2, num_test=2,
+                    pairs=TOY_PAIRS + [HELD_OUT] + more, min_freq=1)
+    torch.manual_seed(0)
+    model = build_model(tiny_transformer(), data).eval()  # untrained
+    greedy = evaluate(model, data, "test")
+    one = beam_evaluate(model, data, "test", beam_size=1)
+    assert (one.sources, one.hypotheses, one.references) == (
+        greedy.sources, greedy.hypotheses, greedy.references)
+    assert (one.bleu, one.chrf, one.exact) == (
+        greedy.bleu, greedy.chrf, greedy.exact)
+    outs = beam_translate(model, data, one.sources, beam_size=1)
+    assert one.log_probs == [t.log_prob for t in outs]
+    assert all(lp <= 0 for lp in one.log_probs)
+    def closest(n, refs):  # sacreBLEU's: the nearest, then the shortest
+        return min((len(r.split()) for r in refs),
+                   key=lambda m: (abs(m - n), m))
+
+    lens = [len(h.split()) for h in one.hypotheses]
+    assert one.length_ratio == pytest.approx(sum(lens) / sum(
+        closest(n, refs) for n, refs in zip(lens, one.references)))
+    alpha, runs = choose_length_penalty(model, data, 2, (0.0, 1.0, 3.0))
+    assert set(runs) == {0.0, 1.0, 3.0}
+    assert all(r.split == "val" and r.beam_size == 2 for r in runs.values())
+    best = max(r.bleu for r in runs.values())
+    assert runs[alpha].bleu == best
+    assert alpha == min(a for a, r in runs.items() if r.bleu == best)
+    with pytest.raises(ValueError, match="alphas is empty"):
+        choose_length_penalty(model, data, 2, [])
