@@ -7,8 +7,8 @@ and loads it afterwards.  Each cache file holds a ``fingerprint`` of
 everything that can change the trained weights or their evaluation: the
 recipe, the source code of the package's modules that train and
 evaluate, the torch version, and the data (vocabularies and splits).
-``train_or_load`` compares it on load and retrains, with a one-line
-warning saying what changed, when any part differs.
+``train_or_load`` compares it on load and retrains when any part
+differs; the ``Run`` it returns says in ``reason`` what changed.
 """
 
 import ast
@@ -384,8 +384,8 @@ def train_or_load(recipe, cache_dir=None, progress=True):
     the ``History`` numbers, the ``fingerprint`` of what they were
     trained with and the state of the data's generator after training.
     A file that cannot be read, or whose fingerprint differs from the
-    current one, is replaced by a fresh training run (with a warning
-    that says why).  Either way the returned data's generator is in the
+    current one, is replaced by a fresh training run (``Run.reason``
+    says why, in words).  Either way the returned data's generator is in the
     state training left it in, so what comes next (another model's
     batch order) does not depend on whether the cache was hit; and the
     global generators (Python's, NumPy's, torch's) are left as they

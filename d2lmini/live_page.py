@@ -22,8 +22,8 @@ JS_DIR = Path(__file__).with_name("js")
 # The parts of the page's script, in the order live_js puts them into
 # js/wrapper.js (each file says what it holds).
 JS_PARTS = ("base.js", "charts.js", "tokenizer.js", "model.js",
-            "sha256.js", "manifest.js", "explorers.js", "translator.js",
-            "boot.js")
+            "beam.js", "sha256.js", "manifest.js", "explorers.js",
+            "beamtree.js", "translator.js", "boot.js")
 _PARTS_LINE = ("  // @parts: d2lmini.live puts the files of JS_PARTS here, "
                "in order.\n")
 

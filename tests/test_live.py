@@ -1206,7 +1206,8 @@ def test_live_js_is_the_parts_of_d2lmini_js_in_one_function(tmp_path):
     for name in JS_PARTS:
         subprocess.run([node, "--check", str(JS_DIR / name)], check=True)
     assert run_node(tmp_path, NODE_NAMES, None) == sorted([
-        "MANIFEST_FORMAT", "TEXT_RULES", "expectedTensors", "extent",
+        "MANIFEST_FORMAT", "TEXT_RULES", "beamTranslate", "expectedTensors",
+        "extent", "lengthPenaltyOf",
         "MODEL_FIELDS", "loadModel", "makeModel", "manifestProblems",
         "maskedSoftmaxRow", "modelSha256", "mountAll", "nadarayaWatson",
         "positionalEncoding", "preprocess", "readSource", "sha256Hex",

@@ -14,6 +14,10 @@ test), and:
 - the translators name the checkpoint their notebook evaluated, load it
   only when opened, and translate 24 test-split sentences exactly as
   ``d2lmini.decoding.translate`` does, attention weights to 1e-4;
+- their beam search equals ``d2lmini.beam.beam_translate`` on the same
+  sentences (hypotheses, scores and attention to 1e-4), its controls
+  work from the keyboard, and the beam's tree shows each node's
+  attention row when hovered or focused;
 - bad input gets a visible answer, and a model that fails to load says
   so;
 - once loaded, a translator says whether it runs the weights its section
@@ -164,6 +168,8 @@ def test_every_control_changes_the_drawing(doc, open_page):
         root = roots.nth(i)
         assert root.get_attribute("data-d2l-mounted") == "1", (
             f"{doc}: explorer {i} did not start: {page.errors}")
+        if root.get_attribute("data-d2l-live") == "translator":
+            continue  # its controls need the model: see the tests below
         for k in range(root.locator("input[type=range]").count()):
             control = root.locator("input[type=range]").nth(k)
             before = root.locator(".d2l-chart").inner_html()
@@ -175,8 +181,6 @@ def test_every_control_changes_the_drawing(doc, open_page):
                                      f"{control.get_attribute('name')} "
                                      "changed nothing")
             changed.append(control.get_attribute("name"))
-        if root.get_attribute("data-d2l-live") == "translator":
-            continue  # its select needs the model: see the tests below
         for k in range(root.locator("select").count()):
             control = root.locator("select").nth(k)
             before = root.locator(".d2l-chart").inner_html()
@@ -473,6 +477,130 @@ def test_translator_box_from_the_keyboard(doc, open_page, runs):
     assert not page.errors, page.errors
 
 
+BEAM_SETTINGS = ((4, 1.0), (8, 2.0))
+
+
+@pytest.mark.parametrize("doc", TRANSLATOR_PAGES)
+def test_translator_beam_equals_d2lmini_on_test_sentences(doc, open_page,
+                                                          runs):
+    from d2lmini.beam import beam_translate
+
+    spec, recipe, run = runs[doc]
+    sentences = [e for e, _ in run.data.test_pairs[:24]]
+    page = open_page(doc)
+    open_translator(page)
+    worst_score = worst_weight = 0.0
+    for k, alpha in BEAM_SETTINGS:
+        ours = beam_translate(run.model, run.data, sentences, beam_size=k,
+                              length_penalty=alpha)
+        theirs = page.page.evaluate(
+            """([ss, k, alpha]) => ss.map((s) => {
+                 const r = document.querySelector(
+                   '[data-d2l-live="translator"]').d2l.beamTranslate(
+                   s, k, alpha);
+                 return {srcTokens: r.srcTokens, outTokens: r.outTokens,
+                         score: r.score, logProb: r.logProb,
+                         attention: r.attention, hypotheses: r.hypotheses};
+               })""", [sentences, k, alpha])
+        for s, a, b in zip(sentences, ours, theirs):
+            where = f"{s!r}, beam {k}, alpha {alpha}"
+            assert b["srcTokens"] == a.src_tokens, where
+            assert b["outTokens"] == a.out_tokens, where
+            assert [h["tokens"] for h in b["hypotheses"]] == \
+                [h for h, _ in a.hypotheses], where
+            scores = [h["score"] for h in b["hypotheses"]] + [
+                b["score"], b["logProb"]]
+            want = [h for _, h in a.hypotheses] + [a.score, a.log_prob]
+            worst_score = max(worst_score, float(np.abs(
+                np.array(scores) - np.array(want)).max()))
+            weights = a.attention if a.attention.dim() == 3 \
+                else a.attention[None]
+            worst_weight = max(worst_weight, float(np.abs(
+                np.array(b["attention"]) - weights.numpy()).max()))
+    assert worst_score < 1e-4 and worst_weight < 1e-4, (worst_score,
+                                                        worst_weight)
+    MEASURED.setdefault("beam_parity", {})[doc] = (
+        len(sentences), BEAM_SETTINGS, worst_score, worst_weight)
+    assert not page.errors, page.errors
+
+
+def press_until(page, root, control, key, value):
+    """Press key on a range control until it reads value, each press
+    waiting for the translation it starts."""
+    control.focus()
+    while float(control.input_value()) != value:
+        count = int(root.get_attribute("data-translations") or 0)
+        control.press(key)
+        page.page.wait_for_function(
+            f"""() => Number(document.querySelector(
+                 '[data-d2l-live="translator"]').dataset.translations)
+                 > {count}""")
+
+
+@pytest.mark.parametrize("doc", TRANSLATOR_PAGES)
+def test_translator_beam_controls_and_tree(doc, open_page, runs):
+    from d2lmini.beam import beam_translate
+
+    spec, recipe, run = runs[doc]
+    page = open_page(doc)
+    root = open_translator(page)
+    ten = "i think we should go home before it gets dark ."
+    type_sentence(page, root, ten)
+    assert root.locator(".d2l-beam-tree").count() == 0  # greedy: no beam
+    # From the keyboard: the beam to 4, the length penalty to 1.
+    press_until(page, root, root.locator("input[name=beam]"), "ArrowRight",
+                4)
+    press_until(page, root, root.locator("input[name=alpha]"),
+                "ArrowRight", 1.0)
+    times = []
+    for _ in range(5):
+        type_sentence(page, root, ten)
+        times.append(float(root.get_attribute("data-last-ms")))
+    ours = beam_translate(run.model, run.data, [ten], beam_size=4,
+                          length_penalty=1.0)[0]
+    said = root.locator(".d2l-output").inner_text()
+    stopped = "" if ours.finished else (
+        f" (stopped after {len(ours.tokens)} tokens without <eos>)")
+    assert said.startswith(f"French: {ours.text or '(empty)'}{stopped} "
+                           "(beam 4, α = 1.0: log P "), said
+    log_p, score = map(float, re.findall(r"-?\d+\.\d{3}", said)[-2:])
+    assert log_p == pytest.approx(ours.log_prob, abs=2e-3)
+    assert score == pytest.approx(ours.score, abs=2e-3)
+    rows, cols = len(ours.out_tokens), len(ours.src_tokens)
+    maps = ours.attention if ours.attention.dim() == 3 \
+        else ours.attention[None]
+    np.testing.assert_allclose(
+        heatmap_values(root.locator(".d2l-chart"), rows, cols),
+        maps.mean(0).numpy(), atol=1e-4)
+    # The finished hypotheses, best first.
+    listed = root.locator(".d2l-hypotheses tbody th").all_inner_texts()
+    assert [t.removesuffix(" (cut at the length limit)") for t in listed] \
+        == [" ".join(h) or "(empty)" for h, _ in ours.hypotheses]
+    # The tree: the best path has a node per output token; hovering one
+    # (or tabbing to it) shows the attention row of its step.
+    tree = root.locator("svg.d2l-beam-tree")
+    assert tree.count() == 1
+    path = tree.locator('g.d2l-beam-node[data-best="1"]')
+    assert path.count() == rows
+    assert path.evaluate_all("els => els.map(e => e.dataset.token)") == \
+        ours.out_tokens
+    row = root.locator(".d2l-beam-row")
+    for how in ("hover", "focus"):
+        if how == "focus":  # the mouse out of the way: it hovers too
+            page.page.mouse.move(0, 0)
+        for i in range(rows):
+            getattr(path.nth(i), how)()
+            assert row.get_attribute("data-step") == str(i + 1), how
+            np.testing.assert_allclose(
+                heatmap_values(row, 1, cols)[0], maps.mean(0)[i].numpy(),
+                atol=1e-4, err_msg=how)
+    nodes = tree.locator("g.d2l-beam-node").count()
+    assert root.locator(".d2l-beam-table tbody tr").count() == nodes
+    MEASURED.setdefault("beam4_enter_ms", {})[doc] = (
+        statistics.median(times), min(times), max(times), nodes)
+    assert not page.errors, page.errors
+
+
 def test_translator_answers_bad_input_visibly(open_page, runs):
     doc = "chapters/bahdanau-attention"
     spec, recipe, run = runs[doc]
@@ -720,6 +848,17 @@ def test_live_summary(capsys):
                 "enter_to_heatmap_ms", {}).items():
             print(f"  {doc}: Enter to heatmap, 10 words: median "
                   f"{med:.0f} ms (min {lo:.0f}, max {hi:.0f})")
+        for doc, (n, settings, score, weight) in MEASURED.get(
+                "beam_parity", {}).items():
+            print(f"  {doc}: beam search on {n} test sentences equals "
+                  f"d2lmini's at (beam, alpha) = {settings}, max |score "
+                  f"difference| {score:.1e}, |weight difference| "
+                  f"{weight:.1e}")
+        for doc, (med, lo, hi, nodes) in MEASURED.get(
+                "beam4_enter_ms", {}).items():
+            print(f"  {doc}: Enter to result, beam 4, alpha 1, 10 words: "
+                  f"median {med:.0f} ms (min {lo:.0f}, max {hi:.0f}); "
+                  f"{nodes} nodes in the tree")
         for doc, case in MEASURED.get("weights_case", {}).items():
             print(f"  {doc}: serves the {case} weights as the section")
         if "other_weights" in MEASURED:

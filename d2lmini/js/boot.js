@@ -24,6 +24,14 @@
   gap: 0.3em; align-items: center; }
 .d2l-live button { padding: 0.1em 0.6em; }
 .d2l-live :focus-visible { outline: 3px solid #0072B2; outline-offset: 2px; }
+.d2l-live .d2l-beam-scroll { overflow-x: auto; max-width: 100%; }
+.d2l-live .d2l-beam-scroll svg { max-width: none; }
+.d2l-live .d2l-beam-node { cursor: pointer; }
+.d2l-live .d2l-beam-node:focus { outline: none; }
+.d2l-live .d2l-beam-node:focus rect, .d2l-live .d2l-beam-node:hover rect {
+  stroke: #000; stroke-width: 3; }
+.d2l-live .d2l-hypotheses caption, .d2l-live .d2l-beam-table caption {
+  text-align: left; }
 `;
 
   function addStyle() {

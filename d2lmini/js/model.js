@@ -1,7 +1,8 @@
   /* ---- d2lmini/js/model.js: the translation model --------------------
    * The forward pass of d2lmini's GRU encoder-decoder (additive or
    * multi-head attention) and of its Transformer on the tokens of
-   * tokenizer.js, and greedy decoding.  No DOM: this part runs in Node
+   * tokenizer.js, and greedy decoding (beam.js searches with the same
+   * decoders).  No DOM: this part runs in Node
    * as well (tests/test_live.py). */
 
   // ---- the translation model ----------------------------------------------
@@ -127,14 +128,17 @@
     return multiHead(t, "decoder.attention", m.num_heads, memory, q);
   }
 
-  /** The decoding steps of a GRU encoder-decoder with attention
+  /** The decoder of a GRU encoder-decoder with attention
    * (d2lmini.attention_decoder): runs the encoder over the source ids
-   * and returns step(token) -> [logits, attention weights (h, S)]. */
-  function rnnSteps(model, ids) {
+   * and returns {state, step}: step(token, state) -> [logits, attention
+   * weights (h, S), the next state].  A state (the layers' hidden
+   * states) is never modified, so a search can go on from any of them
+   * (beam.js hands each hypothesis its parent's). */
+  function rnnDecoder(model, ids) {
     const m = model.manifest, t = model.t;
     // Encoder: every layer over the sentence (no padding: one sentence).
     let xs = ids.map((id) => embed(t["encoder.embedding.weight"], id));
-    let hs = [];
+    const hs = [];
     model.encoder.forEach((p) => {
       let h = new Float64Array(m.num_hiddens);
       xs = xs.map((x) => (h = gruCell(x, h, p)));
@@ -144,14 +148,15 @@
     const memory = m.attention === "additive"
       ? {values: xs, keys: xs.map((o) => matvec(t["decoder.attention.W_k.weight"], o))}
       : headMemory(t, "decoder.attention", xs);
-    return (token) => {
-      const [context, weights] = attend(model, memory, hs[hs.length - 1]);
+    const step = (token, state) => {
+      const [context, weights] = attend(model, memory, state[state.length - 1]);
       const e = embed(t["decoder.embedding.weight"], token);
       let x = new Float64Array(context.length + e.length);
       x.set(context); x.set(e, context.length);
-      hs = model.decoder.map((p, l) => (x = gruCell(x, hs[l], p)));
-      return [linear(t, "decoder.dense", x), weights];
+      const next = model.decoder.map((p, l) => (x = gruCell(x, state[l], p)));
+      return [linear(t, "decoder.dense", x), weights, next];
     };
+    return {state: hs, step};
   }
 
   /** d2lmini.transformer.PositionalEncoding's P (maxLen rows of D):
@@ -189,12 +194,14 @@
   const ffn = (t, prefix, x) => linear(
     t, `${prefix}.dense2`, linear(t, `${prefix}.dense1`, x).map((v) => Math.max(v, 0)));
 
-  /** The decoding steps of a Transformer (d2lmini.transformer, post-norm
-   * blocks): runs the encoder over the source ids and returns
-   * step(token) -> [logits, the last block's attention to the source
-   * (h, S)].  Each decoder block keeps the keys and values of the steps
-   * before (a cache): step i attends to steps 0..i, the causal mask. */
-  function transformerSteps(model, ids, maxSteps) {
+  /** The decoder of a Transformer (d2lmini.transformer, post-norm
+   * blocks): runs the encoder over the source ids and returns {state,
+   * step}: step(token, state) -> [logits, the last block's attention to
+   * the source (h, S), the next state].  A state holds each decoder
+   * block's keys and values of the steps before (a cache: step i
+   * attends to steps 0..i, the causal mask); a step makes a new state
+   * and leaves the old one as it was, as rnnDecoder does. */
+  function transformerDecoder(model, ids, maxSteps) {
     const m = model.manifest, t = model.t, D = m.num_hiddens, h = m.num_heads;
     const P = positionalEncoding(D, Math.max(ids.length, maxSteps));
     const blocks = Array.from({length: m.num_layers}, (_, l) => l);
@@ -212,14 +219,13 @@
       });
     }
     const source = blocks.map((l) => headMemory(t, `decoder.blks.${l}.cross_attention`, xs));
-    const past = blocks.map(() => ({keys: [], values: []}));
-    let position = 0;
-    return (token) => {
-      let x = input("decoder", token, position++), weights = null;
+    const step = (token, state) => {
+      let x = input("decoder", token, state.position), weights = null;
+      const past = [];
       for (const l of blocks) {
         const p = `decoder.blks.${l}`, own = headMemory(t, `${p}.self_attention`, [x]);
-        past[l].keys.push(own.keys[0]);
-        past[l].values.push(own.values[0]);
+        past.push({keys: state.past[l].keys.concat(own.keys),
+                   values: state.past[l].values.concat(own.values)});
         const [a] = multiHead(t, `${p}.self_attention`, h, past[l], x);
         const y = addNorm(t, `${p}.addnorm1`, x, a);
         const [c, w] = multiHead(t, `${p}.cross_attention`, h, source[l], y);
@@ -227,9 +233,17 @@
         x = addNorm(t, `${p}.addnorm3`, z, ffn(t, `${p}.ffn`, z));
         weights = w;
       }
-      return [linear(t, "decoder.dense", x), weights];
+      return [linear(t, "decoder.dense", x), weights,
+              {position: state.position + 1, past}];
     };
+    const past = blocks.map(() => ({keys: [], values: []}));
+    return {state: {position: 0, past}, step};
   }
+
+  /** The decoder of either kind of model, for the source ids. */
+  const decoderOf = (model, ids, maxSteps) => (
+    model.manifest.attention === "transformer"
+      ? transformerDecoder(model, ids, maxSteps) : rnnDecoder(model, ids));
 
   /** What the model reads: tokens, ids (with <eos>, cut at num_steps). */
   function readSource(model, sentence) {
@@ -253,14 +267,14 @@
     const src = readSource(model, sentence);
     if (src.tokens.length === 0) throw new Error("empty sentence");
     const maxSteps = maxLen || m.num_steps;
-    const steps = m.attention === "transformer"
-      ? transformerSteps(model, src.ids, maxSteps) : rnnSteps(model, src.ids);
+    const decoder = decoderOf(model, src.ids, maxSteps);
     const eos = m.tgt_special.eos;
-    let y = m.tgt_special.bos;
+    let y = m.tgt_special.bos, state = decoder.state;
     const ids = [], maps = [];
     let finished = false;
     for (let step = 0; step < maxSteps; step++) {
-      const [logits, weights] = steps(y);
+      const [logits, weights, next] = decoder.step(y, state);
+      state = next;
       let best = 0;
       for (let i = 1; i < logits.length; i++) if (logits[i] > logits[best]) best = i;
       maps.push(weights);

@@ -1,6 +1,8 @@
   /* ---- d2lmini/js/translator.js: the translator box ------------------
    * A text box that runs the model of model.js on what the reader types,
-   * draws its attention, and says which weights it runs. */
+   * greedily or with the beam search of beam.js (its width and length
+   * penalty are controls), draws its attention and the beam's tree
+   * (beamtree.js), and says which weights it runs. */
 
   const bleuText = (x) => (typeof x === "number" && Number.isFinite(x)
     ? x.toFixed(1) : null);
@@ -104,6 +106,14 @@
     const input = el("input", {id: inputId, type: "text", value: data.example,
                                size: 36, autocomplete: "off", spellcheck: "false"}, form);
     el("button", {type: "submit"}, form, "Translate");
+    // Beam search: its width and GNMT's length penalty (1 and 0: greedy
+    // decoding, what the section evaluated).
+    const beamControl = rangeControl(form, {
+      idPrefix: rootEl.id, name: "beam", label: "beam", min: 1, max: BEAM_MAX,
+      step: 1, value: 1});
+    const alphaControl = rangeControl(form, {
+      idPrefix: rootEl.id, name: "alpha", label: "length penalty α", min: 0,
+      max: ALPHA_MAX, step: 0.5, value: 0});
     let headSelect = null;
     if (data.num_heads > 1) {
       const headId = `${rootEl.id}-head`;
@@ -123,9 +133,58 @@
     const output = el("p", {class: "d2l-output", "aria-live": "polite"}, details);
     const notes = el("p", {class: "d2l-note"}, details);
     const chart = el("div", {class: "d2l-chart"}, details);
+    const beamView = el("div", {class: "d2l-beam"}, details);
     let model = null, loading = null, last = null;
 
+    /** The beam width and length penalty the controls are set to. */
+    function search() {
+      const k = Number(beamControl.input.value);
+      const alpha = Number(alphaControl.input.value);
+      beamControl.out.textContent = String(k);
+      alphaControl.out.textContent = alpha.toFixed(1);
+      beamControl.input.setAttribute("aria-valuetext", k === 1
+        ? "1 (greedy search when α is 0)" : `${k} hypotheses`);
+      alphaControl.input.setAttribute("aria-valuetext", `α = ${alpha.toFixed(1)}`);
+      return {k, alpha, greedy: k === 1 && alpha === 0};
+    }
+
+    /** One attention row (h, S) as the head control shows it. */
+    function headRow(weights) {
+      const head = headSelect ? headSelect.value : "mean", h = weights.length;
+      return head === "mean" || h === 1
+        ? weights[0].map((_, j) => weights.reduce((a, w) => a + w[j], 0) / h)
+        : weights[Number(head)];
+    }
+
+    function showBeam(result) {
+      beamView.replaceChildren();
+      if (!result.steps) return;
+      const which = result.srcTokens;
+      const row = el("div", {class: "d2l-beam-row"});
+      const showNode = (node) => {
+        row.replaceChildren();
+        const title = `Attention of step ${node.step}, which chose ` +
+          `“${node.token}” (${beamPrefix(node)})`;
+        const values = [headRow(node.attention)];
+        heatmap(row, {values, rows: [node.token], cols: which, title, cell: 30,
+                      xlabel: "source tokens",
+                      label: `${title}: ` + values[0].map((v, j) =>
+                        `${which[j]} ${v.toFixed(2)}`).join(", ")});
+        row.dataset.step = String(node.step);
+        row.dataset.slot = String(node.slot);
+      };
+      hypothesesTable(beamView, result);
+      el("p", {class: "d2l-note"}, beamView, "Hover over or tab to a node " +
+         "to see the attention row of the step that chose its token.");
+      const scroll = el("div", {class: "d2l-beam-scroll"}, beamView);
+      beamTree(scroll, result, showNode);
+      beamView.appendChild(row);
+      showNode(result.best);
+      beamTable(beamView, result);
+    }
+
     function show(result) {
+      showBeam(result);
       const head = headSelect ? headSelect.value : "mean";
       const maps = result.attention, h = maps.length;
       const values = head === "mean" || h === 1
@@ -154,16 +213,20 @@
           `“${data.example}”, then press Enter.`;
         status.className = "d2l-status d2l-hint";
         output.textContent = ""; notes.textContent = ""; chart.replaceChildren();
+        beamView.replaceChildren();
         last = null;
         return;
       }
+      const how = search();
       try {
-        last = translate(model, sentence);
+        last = how.greedy ? translate(model, sentence) : beamTranslate(
+          model, sentence, {beamSize: how.k, lengthPenalty: how.alpha});
       } catch (err) {
         status.textContent = `This sentence could not be translated ` +
           `(${err.message}).`;
         status.className = "d2l-status d2l-error";
         output.textContent = ""; notes.textContent = ""; chart.replaceChildren();
+        beamView.replaceChildren();
         last = null;
         return;
       }
@@ -174,6 +237,9 @@
       output.appendChild(document.createTextNode(last.tokens.join(" ") || "(empty)"));
       if (!last.finished) output.appendChild(document.createTextNode(
         ` (stopped after ${last.tokens.length} tokens without <eos>)`));
+      if (!how.greedy) output.appendChild(document.createTextNode(
+        ` (beam ${how.k}, α = ${how.alpha.toFixed(1)}: log P ` +
+        `${fmt(last.logProb, 3)}, score ${fmt(last.score, 3)})`));
       const found = sourceNotes(model, last.words);
       notes.textContent = found.length ? `Your sentence: ${found.join("; ")}.` : "";
       show(last);
@@ -221,5 +287,12 @@
     details.addEventListener("toggle", () => { if (details.open) load(); });
     form.addEventListener("submit", (event) => { event.preventDefault(); run(); });
     if (headSelect) headSelect.addEventListener("change", () => { if (last) show(last); });
-    rootEl.d2l = {load, translate: (s) => translate(model, s), get model() { return model; }};
+    for (const c of [beamControl, alphaControl]) {
+      c.input.addEventListener("input", () => { search(); if (last) run(); });
+    }
+    search();
+    rootEl.d2l = {load, translate: (s) => translate(model, s),
+                  beamTranslate: (s, k, alpha) => beamTranslate(
+                    model, s, {beamSize: k, lengthPenalty: alpha}),
+                  get model() { return model; }};
   }

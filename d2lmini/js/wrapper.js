@@ -13,9 +13,11 @@
  *   position and a frequency;
  * - translator: a trained d2lmini Seq2Seq (GRU encoder, GRU decoder with
  *   additive or multi-head attention; or a Transformer) run in the page
- *   from the weights that scripts/export_models.py exported, greedy
- *   decoding included; once loaded, the box says whether those are the
- *   weights the section evaluated, and their held-out BLEU.
+ *   from the weights that scripts/export_models.py exported, with
+ *   greedy decoding or beam search (its width and length penalty are
+ *   controls; the beam is drawn as a tree); once loaded, the box says
+ *   whether those are the weights the section evaluated, and their
+ *   held-out BLEU.
  *
  * Every chart is an SVG with role="img", an aria-label that sums it up, a
  * <title> per cell and a table of the numbers it draws (in a <details>);
@@ -30,9 +32,10 @@
  * base.js (DOM helpers, numbers as text), charts.js (colour maps,
  * heatmaps, histograms, line charts), tokenizer.js (what the reader
  * types, as d2lmini.tokenizer reads the corpus), model.js (the models'
- * forward pass, greedy decoding), sha256.js (SHA-256 where the browser
- * offers none), manifest.js (checking and loading a model folder),
- * explorers.js (the four figure explorers), translator.js (the
+ * forward pass, greedy decoding), beam.js (beam search), sha256.js
+ * (SHA-256 where the browser offers none), manifest.js (checking and
+ * loading a model folder), explorers.js (the four figure explorers),
+ * beamtree.js (the beam drawn as a tree), translator.js (the
  * translator box), boot.js (the style sheet, mounting every explorer).
  * This file, wrapper.js, holds the function and the names it exports.
  */
@@ -43,7 +46,8 @@
   // @parts: d2lmini.live puts the files of JS_PARTS here, in order.
 
   root.d2lLive = {mountAll, preprocess, tokenize, TEXT_RULES, makeModel,
-                  loadModel, translate, readSource, maskedSoftmaxRow,
+                  loadModel, translate, beamTranslate, lengthPenaltyOf,
+                  readSource, maskedSoftmaxRow,
                   nadarayaWatson, positionalEncoding, viridis,
                   weightsStatement, manifestProblems, expectedTensors,
                   extent, MANIFEST_FORMAT, MODEL_FIELDS, modelSha256,
