@@ -434,7 +434,9 @@ def test_with_site_view_gives_jupyter_the_widget_and_the_page_html():
     assert bundle["text/html"] == live.html
 
 
-NODE_CHECK = r"""
+# A Node script's first lines: the page's script, the job on stdin and
+# the model of the exported folder job.folder.
+NODE_MODEL = r"""
 const fs = require("fs");
 const live = require(process.argv[2]);
 const job = JSON.parse(fs.readFileSync(0, "utf8"));
@@ -442,6 +444,9 @@ const manifest = JSON.parse(fs.readFileSync(job.folder + "/manifest.json"));
 const buf = fs.readFileSync(job.folder + "/" + manifest.weights);
 const model = live.makeModel(manifest, buf.buffer.slice(
   buf.byteOffset, buf.byteOffset + buf.length));
+"""
+
+NODE_CHECK = NODE_MODEL + r"""
 const out = job.sentences.map((s) => live.translate(model, s));
 console.log(JSON.stringify(out));
 """

@@ -9,6 +9,7 @@ tests/test_site_live.py.
 import numpy as np
 import pytest
 from test_live import (  # noqa: F401  (toy: test_live's fixture)
+    NODE_MODEL,
     SENTENCES,
     run_node,
     tiny_attention_run,
@@ -18,14 +19,7 @@ from test_live import (  # noqa: F401  (toy: test_live's fixture)
 from d2lmini.beam import beam_translate
 from d2lmini.live import export_model
 
-NODE_BEAM = r"""
-const fs = require("fs");
-const live = require(process.argv[2]);
-const job = JSON.parse(fs.readFileSync(0, "utf8"));
-const manifest = JSON.parse(fs.readFileSync(job.folder + "/manifest.json"));
-const buf = fs.readFileSync(job.folder + "/" + manifest.weights);
-const model = live.makeModel(manifest, buf.buffer.slice(
-  buf.byteOffset, buf.byteOffset + buf.length));
+NODE_BEAM = NODE_MODEL + r"""
 const out = [];
 for (const [k, alpha] of job.settings) {
   for (const s of job.sentences) {
