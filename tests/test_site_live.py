@@ -422,6 +422,10 @@ def test_translator_equals_d2lmini_on_test_sentences(doc, open_page, runs):
     assert not page.errors, page.errors
 
 
+# Ten words and a full stop: the sentence the latency is measured on.
+TEN_WORDS = "i think we should go home before it gets dark ."
+
+
 def translated_after(page, root, act):
     """Do act() and wait for the translation it starts."""
     count = int(root.get_attribute("data-translations") or 0)
@@ -448,7 +452,7 @@ def test_translator_box_from_the_keyboard(doc, open_page, runs):
     spec, recipe, run = runs[doc]
     page = open_page(doc)
     root = open_translator(page)
-    ten = "i think we should go home before it gets dark ."
+    ten = TEN_WORDS
     assert len(ten.split()) == 11  # ten words and a full stop
     times = []
     for _ in range(5):
@@ -548,7 +552,7 @@ def test_translator_beam_controls_and_tree(doc, open_page, runs):
     spec, recipe, run = runs[doc]
     page = open_page(doc)
     root = open_translator(page)
-    ten = "i think we should go home before it gets dark ."
+    ten = TEN_WORDS
     type_sentence(page, root, ten)
     assert root.locator(".d2l-beam-tree").count() == 0  # greedy: no beam
     # From the keyboard: the beam to 4, the length penalty to 1.
