@@ -42,6 +42,7 @@ _NAMES = {
                 "TRANSFORMER_RECIPE"),
     "experiment": ("evaluate",),
     "cache": ("train_or_load", "save_checkpoint", "load_checkpoint"),
+    "snapshots": ("SnapshotRecorder",),
     "plot": ("plot_loss_curves",),
     "heatmaps": ("show_heatmaps",),
 }

@@ -30,6 +30,7 @@ from . import SOURCES, corpus
 from .data import MTFraEng
 from .experiment import build_data, build_model, train
 from .seq2seq import Seq2Seq
+from .snapshots import SnapshotRecorder, TrainingSnapshots
 from .trainer import History, Trainer
 from .utils import atomic_write
 
@@ -257,13 +258,16 @@ def fingerprint(recipe, data):
 class Run(NamedTuple):
     """What ``train_or_load`` returns; ``trained`` is False when the
     weights came from the cache, and ``reason`` says, in words, why they
-    did not when it is True."""
+    did not when it is True.  ``snapshots`` are the
+    ``d2lmini.snapshots.TrainingSnapshots`` of the run, or None when it
+    was trained without them."""
 
     model: Seq2Seq
     data: MTFraEng
     history: History
     trained: bool
     reason: str = ""
+    snapshots: TrainingSnapshots | None = None
 
     def summary(self):
         """One line for a notebook: trained now (and why) or loaded,
@@ -310,21 +314,31 @@ class _StaleCheckpoint(ValueError):
     """A readable checkpoint of other code, data, recipe or device."""
 
 
-def _load(recipe, data, path, expected):
-    """Model, History and generator state of a usable cache file."""
+class _NoSnapshots(ValueError):
+    """A fresh checkpoint, asked for the snapshots it lacks."""
+
+
+def _load(recipe, data, path, expected, snapshots):
+    """Model, History, generator state and snapshots (or None) of a
+    usable cache file; ``snapshots``: refuse a file without them."""
     model = build_model(recipe, data)
 
     def fresh(extra):
         reason = _stale(extra.get("fingerprint"), expected)
         if reason:
             raise _StaleCheckpoint(reason)
+        if snapshots and extra.get("snapshots") is None:
+            raise _NoSnapshots("it was trained without snapshots")
 
     extra = load_checkpoint(model, path, check=fresh)
     record = extra["history"]
     history = History(**{
         **record, "steps": [tuple(s) for s in record["steps"]],
         "val_steps": [tuple(s) for s in record["val_steps"]]})
-    return model, history, extra["generator_state"]
+    snaps = extra.get("snapshots")
+    if snaps is not None:
+        snaps = TrainingSnapshots.from_record(snaps)
+    return model, history, extra["generator_state"], snaps
 
 
 @contextlib.contextmanager
@@ -377,7 +391,7 @@ def _stale_bindings():
     return stale
 
 
-def train_or_load(recipe, cache_dir=None, progress=True):
+def train_or_load(recipe, cache_dir=None, progress=True, snapshots=False):
     """Load the recipe's trained model from the cache, else train it.
 
     The cache file is named by ``recipe.key()`` and holds the weights,
@@ -397,8 +411,17 @@ def train_or_load(recipe, cache_dir=None, progress=True):
     if one was reloaded with ``importlib.reload`` while another still
     holds its old classes, it raises ``RuntimeError``.
 
+    ``snapshots=True`` also records ``d2lmini.snapshots`` of training
+    (a ``SnapshotRecorder``: the attention, output and scores of probe
+    sentences at about 40 steps; about a minute more on 2 CPU cores).
+    They are stored in the same cache file as the weights, so they are
+    always those of the cached model; a cached model trained without
+    them is trained again (the same weights: recording changes nothing
+    that is trained).  A file that has them gives them either way.
+
     Returns:
-        ``Run(model, data, history, trained, reason)``: the model on the
+        ``Run(model, data, history, trained, reason, snapshots)``: the
+        model on the
         CPU in eval mode, whether it trained (on any device) or loaded;
         ``reason`` says why it trained, in words.
     """
@@ -417,17 +440,18 @@ def train_or_load(recipe, cache_dir=None, progress=True):
             "old classes while its fingerprint names the new code; restart "
             "the kernel (or Python) instead of importlib.reload")
     with _global_generators_kept():
-        return _train_or_load(recipe, cache_dir, progress)
+        return _train_or_load(recipe, cache_dir, progress, snapshots)
 
 
-def _train_or_load(recipe, cache_dir, progress):
+def _train_or_load(recipe, cache_dir, progress, snapshots):
     path = checkpoint_path(recipe, cache_dir)
     data = build_data(recipe)
     expected = fingerprint(recipe, data)
     reason = "no cached model yet"
     if path.exists():
         try:
-            model, history, state = _load(recipe, data, path, expected)
+            model, history, state, snaps = _load(recipe, data, path,
+                                                 expected, snapshots)
             data.generator.set_state(state)
         except (ValueError, RuntimeError, KeyError, TypeError, EOFError,
                 OSError) as err:
@@ -435,14 +459,17 @@ def _train_or_load(recipe, cache_dir, progress):
             # output shows what it means, not a path of this machine.
             reason = _unusable(err, path)
         else:
-            return Run(model.eval(), data, history, False)
-    model, data, history = train(recipe, data, progress)
+            return Run(model.eval(), data, history, False, "", snaps)
+    recorder = [SnapshotRecorder(data)] if snapshots else []
+    model, data, history = train(recipe, data, progress, recorder)
     model = model.to("cpu")  # as a load gives it, on any device
+    snaps = recorder[0].snapshots if recorder else None
     save_checkpoint(model, path, recipe=dataclasses.asdict(recipe),
                     fingerprint=expected,
                     generator_state=data.generator.get_state(),
-                    history=_history_record(history))
-    return Run(model, data, history, True, reason)
+                    history=_history_record(history),
+                    snapshots=None if snaps is None else snaps.to_record())
+    return Run(model, data, history, True, reason, snaps)
 
 
 def _unusable(err, path):
@@ -452,4 +479,7 @@ def _unusable(err, path):
         str(path), path.name)
     if isinstance(err, _StaleCheckpoint):
         return f"the cached model is stale: {detail}"
+    if isinstance(err, _NoSnapshots):
+        return ("the cached model has no training snapshots: it was "
+                "trained without them")
     return f"the cached file could not be read: {detail}"

@@ -53,13 +53,14 @@ def build_data(recipe):
     return data
 
 
-def _trainer(recipe, progress):
+def _trainer(recipe, progress, callbacks=()):
     r = recipe
     return Trainer(r.max_epochs, r.gradient_clip_val,
                    max_steps=r.max_steps, max_time=r.max_time,
                    val_every_n_steps=r.val_every_n_steps,
                    progress=progress, seed=r.training_seed(),
-                   warmup_steps=r.warmup_steps, schedule=r.schedule)
+                   warmup_steps=r.warmup_steps, schedule=r.schedule,
+                   callbacks=callbacks)
 
 
 def build_model(recipe, data):
@@ -91,19 +92,21 @@ def build_model(recipe, data):
     return seq2seq.Seq2Seq(encoder, decoder, data.tgt_vocab.pad, lr=r.lr)
 
 
-def train(recipe, data=None, progress=True):
+def train(recipe, data=None, progress=True, callbacks=()):
     """Build and train the recipe's model.
 
-    ``data`` defaults to ``build_data(recipe)``.  Training draws its
-    batch order from the data's generator, so a ``data`` that trained
-    another model before gives other numbers than a fresh one.
+    ``data`` defaults to ``build_data(recipe)``; ``callbacks`` are
+    given to the ``Trainer`` (e.g. a ``d2lmini.snapshots`` recorder).
+    Training draws its batch order from the data's generator, so a
+    ``data`` that trained another model before gives other numbers
+    than a fresh one.
 
     Returns:
         ``(model, data, history)``; the model is in eval mode.
     """
     data = build_data(recipe) if data is None else data
     model = build_model(recipe, data)
-    history = _trainer(recipe, progress).fit(model, data)
+    history = _trainer(recipe, progress, callbacks).fit(model, data)
     return model, data, history
 
 

@@ -22,7 +22,7 @@ from .utils import check_int
 
 __all__ = ["LengthBucket", "bleu", "bleu_by_length", "bleu_of_stats",
            "corpus_bleu", "corpus_chrf", "paired_bootstrap",
-           "sentence_stats"]
+           "sentence_bleu", "sentence_stats"]
 
 LengthBucket = collections.namedtuple(
     "LengthBucket", ["low", "high", "count", "score"])
@@ -204,6 +204,15 @@ def bleu_by_length(src_sentences, hypotheses, references, bins,
                                 tokenize=tokenize).score
         buckets.append(LengthBucket(lo, hi, len(idx), score))
     return buckets
+
+
+def sentence_bleu(hypothesis, references):
+    """sacreBLEU's sentence BLEU (0-100, tokenize='none', exponential
+    smoothing, n-grams up to the hypothesis's length) of one
+    hypothesis against all its references."""
+    _ref_streams([hypothesis], [references])  # checks the inputs
+    metric = sacrebleu.metrics.BLEU(tokenize="none", effective_order=True)
+    return metric.sentence_score(hypothesis, list(references)).score
 
 
 def sentence_stats(hypotheses, references):

@@ -13,6 +13,17 @@ The data object has ``train_dataloader()`` and, optionally,
 ``val_dataloader()`` (which may return None: no validation); a batch is a
 tuple or list whose tensors are moved to the device.
 
+Callbacks (``Trainer(callbacks=[...])``) watch training without
+changing it: an object with
+``on_fit_start(trainer, model, last_step)`` (``last_step`` is the step
+training stops at, at the latest, or None when only a time limit
+bounds it) and ``on_step_end(trainer, model, step)`` (after the
+update of that step, counted from 1), either optional.  Their time
+is not part of ``History.train_time``.  A callback that puts the model
+in eval mode must put it back, and one that draws random numbers must
+restore the generators, or it changes what is trained
+(``d2lmini.snapshots.SnapshotRecorder`` does neither).
+
 The trainer owns the learning-rate schedule: a linear warm-up over
 ``warmup_steps`` and, optionally, a cosine decay to zero at the last
 step.  Adam's first updates move every weight by about the learning rate
@@ -138,12 +149,15 @@ class Trainer:
             to 0 at the last step (needs ``max_steps``, or ``max_epochs``
             and a loader with a length).
         clock: the timer, ``time.perf_counter`` by default.
+        callbacks: objects with ``on_fit_start`` and/or ``on_step_end``
+            (see the module docstring), called in order.
     """
 
     def __init__(self, max_epochs=1, gradient_clip_val=0, device="auto", *,
                  max_steps=None, max_time=None, val_every_n_steps=None,
                  progress=True, seed=None, warmup_steps=0,
-                 schedule="constant", clock=time.perf_counter):
+                 schedule="constant", clock=time.perf_counter,
+                 callbacks=()):
         for name, v in (("max_epochs", max_epochs), ("max_steps", max_steps),
                         ("val_every_n_steps", val_every_n_steps)):
             check_int(name, v, 1, none_ok=True)
@@ -165,6 +179,13 @@ class Trainer:
         self.val_every_n_steps, self.progress = val_every_n_steps, progress
         self.seed, self.clock = seed, clock
         self.warmup_steps, self.schedule = warmup_steps, schedule
+        self.callbacks = list(callbacks)
+        for cb in self.callbacks:
+            if not any(callable(getattr(cb, name, None))
+                       for name in ("on_fit_start", "on_step_end")):
+                raise TypeError(
+                    f"callback {cb!r} has neither on_fit_start nor "
+                    "on_step_end; give an object with one of them")
         self.device = self._pick_device(device)
         self.optimizer = self.scheduler = self.history = None
 
@@ -295,6 +316,8 @@ class Trainer:
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, self._lr_factor(min(bounds) if bounds else 1))
         self.history = hist = History()
+        last_step = min(bounds) if bounds else None
+        self._call("on_fit_start", model, last_step)
         bar = tqdm(total=min(bounds) if bounds else None, unit="step",
                    disable=not self.progress)
         try:
@@ -313,6 +336,7 @@ class Trainer:
                     hist.num_tokens += num
                     hist.steps.append((hist.num_steps, value))
                     total, count = total + value * num, count + num
+                    self._call("on_step_end", model, hist.num_steps)
                     bar.update()
                     self._show(bar)
                     stop = self._should_stop()
@@ -335,6 +359,13 @@ class Trainer:
             bar.close()
         model.eval()
         return hist
+
+    def _call(self, name, model, step):
+        """Call every callback's ``name`` method that it has."""
+        for cb in self.callbacks:
+            method = getattr(cb, name, None)
+            if callable(method):
+                method(self, model, step)
 
     def _should_stop(self):
         hist = self.history

@@ -64,7 +64,7 @@ def translators(notebook):
 def export(spec, dest):
     """Export one translator's model; return a line saying what it did."""
     from d2lmini.cache import checkpoint_path, fingerprint, train_or_load
-    from d2lmini.experiment import Recipe
+    from d2lmini.experiment import CHAPTER_RECIPE, TRANSFORMER_RECIPE, Recipe
     from d2lmini.live import MANIFEST_FORMAT, export_model, notebook_record
 
     recipe = Recipe(**spec["recipe"])
@@ -89,7 +89,10 @@ def export(spec, dest):
         print(f"{name}: not in the checkpoint cache, training it now "
               "(about 80 s on 2 CPU cores)...", flush=True)
     start = time.perf_counter()
-    run = train_or_load(recipe, progress=False)
+    # The Bahdanau and Transformer sections record their models'
+    # training snapshots: a model trained here keeps them too.
+    run = train_or_load(recipe, progress=False, snapshots=recipe in (
+        CHAPTER_RECIPE, TRANSFORMER_RECIPE))
     current = fingerprint(recipe, run.data)
     if current != spec["fingerprint"]:
         saved = spec["fingerprint"]

@@ -216,8 +216,9 @@ def test_the_model_is_on_the_cpu_trained_or_loaded(tmp_path, monkeypatch):
     device it is moved to, as one trained on CUDA would need moving."""
     real, moved = experiment.train, []
 
-    def train_elsewhere(recipe, data=None, progress=True):
-        model, data, history = real(recipe, data, progress)
+    def train_elsewhere(recipe, data=None, progress=True, callbacks=()):
+        model, data, history = real(recipe, data, progress,
+                                     callbacks)
         to = model.to
         model.to = lambda *a, **k: moved.append((a, k)) or to(*a, **k)
         return model, data, history
@@ -274,7 +275,8 @@ def test_the_code_fingerprint_covers_what_training_imports(tmp_path):
     used = cache._imported_modules(cache._TRAINING_ROOT, package)
     assert {"cache", "experiment", "attention", "attention_decoder",
             "seq2seq", "data", "corpus", "splits", "trainer", "decoding",
-            "metrics", "multihead", "recipes", "tokenizer", "transformer",
+            "metrics", "multihead", "recipes", "snapshots", "tokenizer",
+            "transformer",
             "transformer_blocks", "utils", "vocab"} == used
     # nothing that only shows or explores (plot, notebook, live,
     # widgets, pooling)
