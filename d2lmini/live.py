@@ -21,14 +21,17 @@ static website.
   page (GRU with additive or multi-head attention, or a Transformer),
   from weights that ``export_model`` writes (the website's build
   exports them: ``scripts/export_models.py``) with their held-out BLEU;
-  the page says whether they are the weights the section evaluated.
+  the page says whether they are the weights the section evaluated;
+- ``training_scrubber``: the attention of probe sentences at the steps
+  recorded while a model trained (``d2lmini.snapshots``), scrubbed with
+  a slider or played, beside the loss and BLEU curves.
 
-The code lives in three modules, whose names this one offers:
+The code lives in four modules, whose names this one offers:
 ``d2lmini.live_page`` (the script, ``LiveHTML``, ``payloads``,
 ``with_site_view``), ``d2lmini.live_explorers`` (the four figure
-explorers) and ``d2lmini.live_translator`` (the translator and the
-model's export).  Shape legend: L queries, S keys, N sampled queries,
-D features.
+explorers), ``d2lmini.live_translator`` (the translator and the
+model's export) and ``d2lmini.live_training`` (the training scrubber).
+Shape legend: L queries, S keys, N sampled queries, D features.
 """
 
 from .live_explorers import (
@@ -47,6 +50,7 @@ from .live_page import (
     payloads,
     with_site_view,
 )
+from .live_training import SCRUBBER_MAX_BYTES, training_scrubber
 from .live_translator import (
     MANIFEST_FORMAT,
     MODEL_FIELDS,
@@ -63,6 +67,7 @@ from .live_translator import (
 
 __all__ = ["DIMS", "JS_DIR", "JS_PARTS", "MANIFEST_FORMAT", "MODEL_FIELDS",
            "MODELS_URL", "NOTEBOOK_FIELDS", "PAGE_ATTENTIONS", "LiveHTML",
+           "SCRUBBER_MAX_BYTES", "training_scrubber",
            "bleu_fields", "export_model", "kernel_regression_explorer",
            "live_js", "masked_softmax_explorer", "model_sha256",
            "notebook_record", "payloads",

@@ -23,7 +23,7 @@ JS_DIR = Path(__file__).with_name("js")
 # js/wrapper.js (each file says what it holds).
 JS_PARTS = ("base.js", "charts.js", "tokenizer.js", "model.js",
             "beam.js", "sha256.js", "manifest.js", "explorers.js",
-            "beamtree.js", "translator.js", "boot.js")
+            "beamtree.js", "translator.js", "scrubber.js", "boot.js")
 _PARTS_LINE = ("  // @parts: d2lmini.live puts the files of JS_PARTS here, "
                "in order.\n")
 

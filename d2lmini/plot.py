@@ -22,8 +22,9 @@ from .heatmaps import _as_array, show_heatmaps, translation_figure
 from .utils import check_int
 
 __all__ = ["figure_to_png", "moving_average", "plot_bleu_by_length",
-           "plot_loss_curves", "plot_score_scaling", "set_style",
-           "show_heatmaps", "translation_figure"]
+           "plot_loss_curves", "plot_score_scaling", "plot_snapshots",
+           "plot_training_measures", "set_style", "show_heatmaps",
+           "translation_figure"]
 
 STYLE = {
     "figure.dpi": 100,
@@ -234,4 +235,90 @@ def plot_bleu_by_length(results, figsize=None, title=None):
            title=title)
     ax.margins(y=0.3)  # head room for the legend above the bars
     ax.legend(loc="upper center", ncols=m)
+    return fig
+
+
+def plot_snapshots(snapshots, probe, picks, head=None, figsize=None):
+    """One probe's attention at a few recorded steps of training, side by
+    side (``d2lmini.snapshots``), on one colour scale from 0 to 1.
+
+    Args:
+        snapshots: a ``TrainingSnapshots``.
+        probe: the index of the probe sentence.
+        picks: indices of the snapshots to draw, in order.
+        head: for multi-head attention, the head to draw (default: the
+            mean over heads).
+        figsize: (width, height) in inches; None sizes it.
+
+    Returns:
+        The ``Figure``.
+    """
+    picks = list(picks)
+    if not picks or not all(isinstance(k, int) and 0 <= k < len(snapshots)
+                            for k in picks):
+        raise ValueError(f"picks must be snapshot indices in [0, "
+                         f"{len(snapshots)}), got {picks!r}")
+    src = snapshots.src_tokens[probe]
+    if figsize is None:
+        figsize = (min(max(0.4 * len(src), 2.0), 4.0) * len(picks) + 1.2,
+                   3.4)
+    fig = Figure(figsize=figsize, layout="constrained")
+    axes = fig.subplots(1, len(picks), squeeze=False)[0]
+    image = None
+    for ax, k in zip(axes, picks):
+        w = snapshots.attention[k][probe].float()
+        if w.dim() == 3:
+            w = w.mean(0) if head is None else w[head]
+        image = ax.imshow(w.numpy(), cmap="Reds", vmin=0, vmax=1,
+                          aspect="auto")
+        out = snapshots.out_tokens[k][probe]
+        ax.set_xticks(range(len(src)), src, rotation=60, ha="right")
+        ax.set_yticks(range(len(out)), out)
+        ax.set_title(f"step {snapshots.steps[k]}")
+        ax.set_xlabel("English (source)")
+    axes[0].set_ylabel("French (output)")
+    fig.colorbar(image, ax=list(axes), label="attention weight",
+                 shrink=0.8)
+    return fig
+
+
+def plot_training_measures(snapshots, measures, marks=None,
+                           figsize=(7.0, 2.8)):
+    """Validation BLEU, and measures of attention in [0, 1], against the
+    step.
+
+    Args:
+        snapshots: a ``TrainingSnapshots`` (its ``steps`` and
+            ``val_bleu``).
+        measures: ``{name: values}``, one value per snapshot (e.g.
+            ``d2lmini.alignment.snapshot_measures(snapshots)``).
+        marks: ``{label: step}`` drawn as dashed vertical lines on both
+            axes (e.g. the half-rise steps; a None step is skipped).
+        figsize: (width, height) in inches.
+
+    Returns:
+        The ``Figure``.
+    """
+    for name, values in measures.items():
+        if len(values) != len(snapshots):
+            raise ValueError(f"give one value per snapshot: "
+                             f"{len(snapshots)} snapshots, {len(values)} "
+                             f"values of {name!r}")
+    fig = Figure(figsize=figsize, layout="constrained")
+    left, right = fig.subplots(1, 2)
+    left.plot(snapshots.steps, snapshots.val_bleu, "o-", markersize=3)
+    left.set(xlabel="training step", ylabel="val BLEU",
+             title="Validation BLEU")
+    for i, (name, values) in enumerate(measures.items()):
+        right.plot(snapshots.steps, values, "o-", markersize=3,
+                   color=f"C{i + 1}", label=name)
+    right.set(xlabel="training step", ylabel="share or measure",
+              title="The probes' attention", ylim=(0, 1))
+    for i, (label, step) in enumerate((marks or {}).items()):
+        if step is None:
+            continue
+        for ax in (left, right):
+            ax.axvline(step, color=f"C{i + 3}", linestyle="--",
+                       linewidth=1, label=label if ax is right else None)
+    right.legend(loc="lower right")
     return fig

@@ -386,8 +386,9 @@ def test_export_models_keeps_only_an_up_to_date_export(
     result = evaluate(run.model, run.data)
     spec = payload(translator(recipe, run, "go .", result=result))
     loads = []
-    monkeypatch.setattr("d2lmini.cache.train_or_load",
-                        lambda r, progress: loads.append(r) or run)
+    monkeypatch.setattr(
+        "d2lmini.cache.train_or_load",
+        lambda r, progress, snapshots: loads.append(r) or run)
     line = script.export(spec, tmp_path)
     assert f"held-out BLEU {result.bleu:.1f}: the weights the notebook " \
         "evaluated" in line

@@ -43,7 +43,7 @@
   const MOUNTS = {"masked-softmax": mountMaskedSoftmax, scaling: mountScaling,
                   "kernel-regression": mountKernelRegression,
                   "positional-encoding": mountPositionalEncoding,
-                  translator: mountTranslator};
+                  translator: mountTranslator, training: mountTraining};
 
   function mountAll(doc) {
     addStyle();

@@ -31,10 +31,12 @@
     return `rgb(${c[0]},${c[1]},${c[2]})`;
   }
 
-  /** A <details> table of a matrix: the numbers a chart draws. */
-  function numbersTable(parent, caption, rows, cols, values, digits) {
+  /** A <details> table of a matrix: the numbers a chart draws; whose
+   * (optional) names them where a chart has several ("head 2"). */
+  function numbersTable(parent, caption, rows, cols, values, digits, whose) {
     const details = el("details", {class: "d2l-numbers"}, parent);
-    el("summary", {}, details, "The numbers, as a table");
+    el("summary", {}, details,
+       whose ? `The numbers of ${whose}, as a table` : "The numbers, as a table");
     const table = el("table", {}, details);
     el("caption", {}, table, caption);
     const head = el("tr", {}, el("thead", {}, table));
@@ -193,16 +195,21 @@
     return chart;
   }
 
-  /** Line charts over xs: lines [{ys, colour, dash, width}], a dashed
-   * vertical marker at x = marker; optional points {xs, ys} (dots) and
-   * stems (a weight per point, drawn below the chart). */
+  /** Line charts over xs: lines [{ys, colour, dash, width, xs, name}]
+   * (a line's own xs, if it has them, else the chart's; a name puts it in
+   * the legend), a dashed vertical marker at x = marker; optional points
+   * {xs, ys} (dots) and stems (a weight per point, drawn below the
+   * chart); opts.width and opts.height size it (default 560 x 300);
+   * opts.legend "bottom" puts the legend in the lower right corner (for
+   * curves that end high), else it is in the upper right. */
   function curves(parent, opts) {
     const {xs, lines, marker, title, label, xlabel} = opts;
     const points = opts.points || {xs: [], ys: []}, stems = opts.stems || [];
-    const W = 560, H = 300, L = 44, R = 12, T = 26, B = 34;
+    const W = opts.width || 560, H = opts.height || 300, L = 44, R = 12, T = 26, B = 34;
     const stemH = stems.length ? 60 : 0;
     const all = [...lines.flatMap((l) => l.ys), ...points.ys];
-    const [lo, hi] = extent(all), [x0, x1] = extent(xs, points.xs);
+    const [lo, hi] = extent(all);
+    const [x0, x1] = extent(xs, points.xs, ...lines.map((l) => l.xs || []));
     const sx = (x) => L + (x - x0) / (x1 - x0 || 1) * (W - L - R);
     const top = H - B - (stems.length ? stemH + 10 : 0);
     const sy = (y) => top - (y - lo) / (hi - lo || 1) * (top - T);
@@ -214,9 +221,18 @@
     [lo, hi].forEach((v) => svg("text", {x: L - 4, y: sy(v) + 4, "font-size": 10,
                                          "text-anchor": "end"}, chart, fmt(v, 1)));
     lines.forEach((line, k) => {
-      const d = xs.map((x, i) => `${i ? "L" : "M"}${sx(x).toFixed(1)},${sy(line.ys[i]).toFixed(1)}`).join("");
+      const lx = line.xs || xs;
+      const d = lx.map((x, i) => `${i ? "L" : "M"}${sx(x).toFixed(1)},${sy(line.ys[i]).toFixed(1)}`).join("");
       svg("path", {d, fill: "none", stroke: line.colour, "stroke-width": line.width || 2,
                    "stroke-dasharray": line.dash || "none", "data-line": k}, chart);
+    });
+    const named = lines.filter((line) => line.name);
+    named.forEach((line, k) => {
+      const y = opts.legend === "bottom" ? top - 8 - 13 * (named.length - 1 - k)
+        : T + 6 + 13 * k;
+      svg("line", {x1: W - R - 110, x2: W - R - 92, y1: y, y2: y, stroke: line.colour,
+                   "stroke-width": 2, "stroke-dasharray": line.dash || "none"}, chart);
+      svg("text", {x: W - R - 88, y: y + 4, "font-size": 10}, chart, line.name);
     });
     points.xs.forEach((x, i) => svg("circle", {cx: sx(x), cy: sy(points.ys[i]), r: 2.5,
                                                fill: PAIR[1], "fill-opacity": 0.8}, chart));

@@ -17,7 +17,10 @@
  *   greedy decoding or beam search (its width and length penalty are
  *   controls; the beam is drawn as a tree); once loaded, the box says
  *   whether those are the weights the section evaluated, and their
- *   held-out BLEU.
+ *   held-out BLEU;
+ * - training: a trained model's attention to probe sentences at the
+ *   steps recorded while it trained (d2lmini.snapshots), scrubbed with
+ *   a slider or played, beside its loss and BLEU curves.
  *
  * Every chart is an SVG with role="img", an aria-label that sums it up, a
  * <title> per cell and a table of the numbers it draws (in a <details>);
@@ -36,7 +39,8 @@
  * (SHA-256 where the browser offers none), manifest.js (checking and
  * loading a model folder), explorers.js (the four figure explorers),
  * beamtree.js (the beam drawn as a tree), translator.js (the
- * translator box), boot.js (the style sheet, mounting every explorer).
+ * translator box), scrubber.js (training, scrubbed), boot.js (the
+ * style sheet, mounting every explorer).
  * This file, wrapper.js, holds the function and the names it exports.
  */
 (function (root) {
