@@ -25,6 +25,12 @@ test), and:
   other weights of the same recipe with their own BLEU beside it (a copy
   of the site serving other weights, as a site built on another machine
   does);
+- the Bahdanau and Transformer pages' training scrubbers replay the
+  snapshots of the cached runs, drawing their recorded numbers, and
+  their last snapshot equals what the page's translator computes for
+  every probe sentence (weights to the byte the scrubber carries);
+  screenshots of an early and the last snapshot go to
+  ``_build/screenshots/``;
 - page weights stay within their budgets.
 
 The numbers measured (page weights, load and translation times) are
@@ -840,6 +846,92 @@ def test_pages_without_a_model_stay_within_their_weight(doc, open_page):
     MEASURED.setdefault("weights", {})[doc] = (loaded, None, None)
 
 
+# ---- the training scrubbers of the built site ----------------------------
+
+TRAINING_PAGES = ("chapters/bahdanau-attention", "chapters/transformer")
+SHOTS = HTML.parent / "screenshots"
+
+
+def scrub_to(page, root, k):
+    """Move the slider to snapshot k as a reader's input does; the time
+    from the input event to the drawing laid out, in ms."""
+    return page.evaluate(
+        """([root, k]) => {
+             const slider = root.querySelector("input[name=snapshot]");
+             const start = performance.now();
+             slider.value = String(k);
+             slider.dispatchEvent(new Event("input", {bubbles: true}));
+             root.getBoundingClientRect();  // layout, as a frame would
+             return performance.now() - start;
+           }""", [root.element_handle(), k])
+
+
+def shoot(root, path):
+    """A screenshot of root alone: the theme's sticky header and skip
+    link, which cover what is scrolled under them, are hidden for it."""
+    root.screenshot(path=path, style=(
+        ".bd-header, .bd-header-article, .skip-link "
+        "{visibility: hidden !important}"))
+
+
+@pytest.mark.parametrize("doc", TRAINING_PAGES)
+def test_training_scrubber_replays_the_cached_run(doc, open_page, runs):
+    from d2lmini.live import training_scrubber
+
+    spec, recipe, run = runs[doc]
+    snaps = run.snapshots
+    assert snaps is not None, (
+        f"{doc}: the cached model has no training snapshots; run `make "
+        "execute` and `make book`")
+    shown = payloads(page_text(doc), "training")
+    assert len(shown) == 1, f"{doc}: {len(shown)} training scrubbers"
+    ours = training_scrubber(run).data
+    assert shown[0]["attention"] == ours["attention"], (
+        f"{doc}: the page's snapshots are not the cached run's; run `make "
+        "execute` and `make book`")
+    page = open_page(doc)
+    root = page.page.locator('[data-d2l-live="training"]')
+    assert root.get_attribute("data-d2l-mounted") == "1", page.errors
+    p, K = shown[0]["probe"], len(snaps)
+    check_scrubber_draws(root, snaps, 0, p)
+    root.scroll_into_view_if_needed()
+    first_ms = scrub_to(page.page, root, 1)  # the first scrub
+    check_scrubber_draws(root, snaps, 1, p)
+    early = min(K - 1, 6)
+    scrub_to(page.page, root, early)
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    name = doc.split("/")[-1]
+    shoot(root, SHOTS / f"{name}-training-early.png")
+    times = [scrub_to(page.page, root, k) for k in range(K)]
+    check_scrubber_draws(root, snaps, K - 1, p)
+    shoot(root, SHOTS / f"{name}-training-late.png")
+    # Its last snapshot is the model the page's translator runs: the
+    # same words and, to the byte the scrubber carries, the same weights.
+    open_translator(page)
+    select = root.locator("select[name=probe]")
+    worst = 0.0
+    for i, probe in enumerate(snaps.probes):
+        select.select_option(str(i))
+        theirs = page.page.evaluate(
+            """(s) => document.querySelector(
+                 '[data-d2l-live="translator"]').d2l.translate(s)""",
+            probe.sentence)
+        assert theirs["outTokens"] == snaps.out_tokens[-1][i], probe
+        drawn = scrubber_maps(root)
+        want = np.array(theirs["attention"])
+        want = want if want.ndim == 3 else want[None]
+        assert len(drawn) == len(want)
+        worst = max(worst, max(float(np.abs(a - b).max())
+                               for a, b in zip(drawn, want)))
+    assert worst <= 1 / 510 + 1e-4, worst
+    MEASURED.setdefault("training", {})[doc] = (
+        len(base64.b64decode(shown[0]["attention"])),
+        len(json.dumps(shown[0], separators=(",", ":"))),
+        float(root.get_attribute("data-mount-ms")), first_ms,
+        statistics.median(times), max(times), len(snaps.probes), worst)
+    assert not page.errors, page.errors
+
+
 def test_live_summary(capsys):
     """Print what the browser measured (not a check of time)."""
     with capsys.disabled():
@@ -869,6 +961,14 @@ def test_live_summary(capsys):
                   f"{nodes} nodes in the tree")
         for doc, case in MEASURED.get("weights_case", {}).items():
             print(f"  {doc}: serves the {case} weights as the section")
+        for doc, (raw, payload, mount, first, med, worst_ms, probes,
+                  worst) in MEASURED.get("training", {}).items():
+            print(f"  {doc}: training scrubber, {raw / 1e6:.3f} MB of "
+                  f"attention (uint8) in a {payload / 1e6:.3f} MB "
+                  f"payload; mounted in {mount:.0f} ms, first scrub "
+                  f"{first:.1f} ms, every scrub median {med:.1f} ms (max "
+                  f"{worst_ms:.1f}); last snapshot = the translator on "
+                  f"{probes} probes, max |weight difference| {worst:.1e}")
         if "other_weights" in MEASURED:
             mine, theirs, text = MEASURED["other_weights"]
             theirs = "(none)" if theirs is None else f"{theirs:.2f}"
@@ -1208,3 +1308,164 @@ def test_translator_checks_its_model_everywhere(any_browser, small_site):
         context.close()
     finally:
         manifest_path.write_text(good)
+
+
+# ---- the training scrubber, on small pages ---------------------------------
+
+SCRUBBER_PAIRS = [
+    ("i like red wine .", "j'aime le vin rouge ."),
+    ("i like white wine .", "j'aime le vin blanc ."),
+    ("you like red wine .", "tu aimes le vin rouge ."),
+    ("we see the red car .", "nous voyons la voiture rouge ."),
+    ("i see the car .", "je vois la voiture ."),
+    ("you see the dog .", "tu vois le chien ."),
+    ("we like the dog .", "nous aimons le chien ."),
+    ("i like the car .", "j'aime la voiture ."),
+    ("go .", "va !"), ("i see .", "je vois ."),
+    ("we like wine .", "nous aimons le vin ."),
+    ("you see the white car .", "tu vois la voiture blanche .")]
+
+
+@functools.lru_cache
+def toy_training_run(attention):
+    """A tiny model trained for 6 steps with a SnapshotRecorder, as the
+    Run that train_or_load(snapshots=True) gives."""
+    from d2lmini.cache import Run
+    from d2lmini.data import MTFraEng
+    from d2lmini.experiment import Recipe, build_model
+    from d2lmini.snapshots import SnapshotRecorder
+    from d2lmini.trainer import Trainer
+
+    recipe = Recipe(batch_size=4, num_steps=8, min_freq=1, embed_size=8,
+                    num_hiddens=8, num_layers=1, dropout=0.0, lr=0.02,
+                    attention=attention, num_heads=2, ffn_num_hiddens=16,
+                    max_steps=6)
+    data = MTFraEng(4, num_steps=8, num_train=None, num_val=5, num_test=0,
+                    pairs=SCRUBBER_PAIRS * 2, min_freq=1, seed=0)
+    model = build_model(recipe, data)
+    recorder = SnapshotRecorder(data)
+    history = Trainer(max_steps=6, progress=False, seed=0,
+                      callbacks=[recorder]).fit(model, data)
+    return Run(model, data, history, True, "", recorder.snapshots)
+
+
+def scrubber_maps(root):
+    """The weights drawn in every heatmap of a scrubber, one (T, S)
+    array per head."""
+    charts = root.locator("svg.d2l-heatmap")
+    maps = []
+    for i in range(charts.count()):
+        cells = charts.nth(i).locator("rect[data-row]").evaluate_all(
+            "els => els.map(e => [+e.dataset.row, +e.dataset.col, "
+            "+e.dataset.value])")
+        T = max(r for r, _, _ in cells) + 1
+        S = max(c for _, c, _ in cells) + 1
+        a = np.zeros((T, S))
+        for r, c, v in cells:
+            a[r, c] = v
+        maps.append(a)
+    return maps
+
+
+def recorded(snaps, k, p):
+    w = snaps.attention[k][p]
+    return w.numpy() if w.dim() == 3 else w.numpy()[None]
+
+
+def check_scrubber_draws(root, snaps, k, p):
+    """The scrubber shows snapshot k of probe p as recorded: weights to
+    the byte it carries (1/510), its output and sentence BLEU."""
+    assert root.get_attribute("data-snapshot") == str(k)
+    assert root.get_attribute("data-probe") == str(p)
+    drawn = scrubber_maps(root)
+    want = recorded(snaps, k, p)
+    assert len(drawn) == len(want)
+    worst = max(float(np.abs(a - b).max()) for a, b in zip(drawn, want))
+    assert worst <= 1 / 510 + 1e-9, worst
+    status = root.locator(".d2l-status").inner_text()
+    words = " ".join(t for t in snaps.out_tokens[k][p] if t != "<eos>")
+    assert f"“{words or '(nothing)'}”" in status
+    assert f"sentence BLEU {snaps.probe_bleu[k][p]:.1f}" in status
+    assert f"Step {snaps.steps[k]} of {snaps.last_step}" in status
+    return worst
+
+
+@pytest.mark.parametrize("attention", ["additive", "transformer"])
+def test_training_scrubber_draws_the_recorded_numbers(any_browser,
+                                                      attention):
+    from d2lmini.live import training_scrubber
+
+    run = toy_training_run(attention)
+    snaps = run.snapshots
+    out = training_scrubber(run)
+    page, context, errors = small_page(any_browser, document(out))
+    try:
+        root = page.locator('[data-d2l-live="training"]')
+        assert root.get_attribute("data-d2l-mounted") == "1", errors
+        p = out.data["probe"]
+        check_scrubber_draws(root, snaps, 0, p)
+        slider = root.locator("input[name=snapshot]")
+        slider.focus()
+        slider.press("ArrowRight")  # from the keyboard
+        check_scrubber_draws(root, snaps, 1, p)
+        slider.press("End")
+        K = len(snaps)
+        check_scrubber_draws(root, snaps, K - 1, p)
+        select = root.locator("select[name=probe]")
+        other = (p + 1) % len(snaps.probes)
+        select.select_option(str(other))
+        check_scrubber_draws(root, snaps, K - 1, other)
+        # the adjective and noun columns of a probe with a pair are marked
+        with_pair = [i for i, pr in enumerate(snaps.probes) if pr.pair]
+        assert with_pair, "the toy data has no adjective-noun probe"
+        select.select_option(str(with_pair[0]))
+        marks = root.locator("svg.d2l-heatmap").first.locator(
+            "g.d2l-marks rect")
+        assert marks.count() == 2
+        # play from the first snapshot, then pause
+        slider.press("Home")
+        play = root.locator("button[name=play]")
+        play.focus()
+        play.press("Enter")
+        assert root.get_attribute("data-playing") == "true"
+        page.wait_for_function(
+            """() => Number(document.querySelector(
+                 '[data-d2l-live="training"]').dataset.snapshot) >= 2""")
+        play.press("Space")
+        assert root.get_attribute("data-playing") == "false"
+        k = int(root.get_attribute("data-snapshot"))
+        page.wait_for_timeout(600)  # paused: it stays
+        assert root.get_attribute("data-snapshot") == str(k)
+        check_scrubber_draws(root, snaps, k, with_pair[0])
+        # a text alternative: the heatmaps are labelled, their numbers
+        # are in tables, the curves say what they show
+        heat = root.locator("svg.d2l-heatmap").first
+        assert "one row per output token" in heat.get_attribute(
+            "aria-label")
+        assert root.locator("details.d2l-numbers table").count() == \
+            len(recorded(snaps, k, with_pair[0]))
+        labels = root.locator("svg.d2l-curves").evaluate_all(
+            "els => els.map(e => e.getAttribute('aria-label'))")
+        assert len(labels) == 3 and all(
+            f"at step {snaps.steps[k]}" in text for text in labels)
+        assert not errors, errors
+    finally:
+        context.close()
+
+
+def test_training_scrubber_refuses_bad_data(any_browser):
+    from d2lmini.live import training_scrubber
+
+    out = training_scrubber(toy_training_run("additive"))
+    bad = copy.deepcopy(out.data)
+    bad["attention"] = base64.b64encode(
+        base64.b64decode(bad["attention"])[:-1]).decode()
+    from d2lmini.live import LiveHTML
+    page, context, errors = small_page(any_browser, document(
+        LiveHTML("training", bad, "needs JS")))
+    try:
+        root = page.locator('[data-d2l-live="training"]')
+        assert root.get_attribute("data-d2l-mounted") == "error"
+        assert "its attention holds" in root.get_attribute("data-d2l-error")
+    finally:
+        context.close()
