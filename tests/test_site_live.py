@@ -873,8 +873,14 @@ def scrub_to(page, root, k):
 
 def shoot(root, path):
     """A screenshot of root alone: the theme's sticky header and skip
-    link, which cover what is scrolled under them, are hidden for it."""
-    root.screenshot(path=path, style=(
+    link, which cover what is scrolled under them, are hidden for it,
+    and the theme's smooth scrolling is turned off first (a capture in
+    the middle of a smooth scroll is of the wrong part of the page)."""
+    root.evaluate("""(el) => {
+        document.documentElement.style.scrollBehavior = "auto";
+        el.scrollIntoView({block: "start", behavior: "instant"});
+    }""")
+    root.screenshot(path=path, animations="disabled", style=(
         ".bd-header, .bd-header-article, .skip-link "
         "{visibility: hidden !important}"))
 
