@@ -164,9 +164,10 @@ def masked_softmax(X, valid_lens=None, *, mask=None):
     # share its weight with them), and no inf or nan arises on the way.
     # A row without a valid key comes out uniform: the second fill sets
     # it to exact zeros, which also gives its scores a zero gradient.
-    # No step looks at the values to decide what to run: on a GPU such a
-    # test waits for the device (a sync per call), torch.compile cannot
-    # trace it, and a nan in one row could change what another row gets.
+    # The softmax itself never branches on the scores' values: a nan in
+    # one row cannot change what another row gets.  (Checking valid_lens
+    # above does look at values, (valid_lens < 0).any(), and on a GPU
+    # that check waits for the device; pass a mask to skip it.)
     low = torch.finfo(scores.dtype).min
     weights = F.softmax(torch.where(mask, scores.clamp_min(low / 2), low),
                         dim=-1)
