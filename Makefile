@@ -20,7 +20,7 @@ NBVAL = $(BIN)/python -m pytest -q -p no:cacheprovider --nbval-lax \
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all book test unit lint notebooks nbval nbval-other-machine \
-        execute browser lab models \
+        execute browser lab models archive \
         benchmark benchmark-seq2seq benchmark-quality benchmark-robustness \
         benchmark-packed-gru benchmark-step-time benchmark-seeds \
         benchmark-transformer-cache benchmark-transformer-tuning \
@@ -59,9 +59,15 @@ vendor: assets/vendor/.complete
 models: $(STAMP)
 	$(BIN)/python scripts/export_models.py
 
+# The chapter as one archive a website reader can run (the notebooks,
+# the d2lmini wheel, pinned requirements, a README), into the
+# git-ignored assets/archive/; the opener links it.
+archive: $(STAMP)
+	$(BIN)/python scripts/build_archive.py
+
 # A clean build every time: Sphinx re-reads only changed files, so an
 # incremental build would not repeat the warnings of unchanged ones.
-book: $(STAMP) assets/vendor/.complete models
+book: $(STAMP) assets/vendor/.complete models archive
 	rm -rf _build/html _build/.doctrees
 	$(BIN)/jupyter-book build -W -n --keep-going .
 	@echo
@@ -208,4 +214,4 @@ clean:
 	rm -rf _build
 
 distclean: clean
-	rm -rf $(VENV) assets/vendor
+	rm -rf $(VENV) assets/vendor assets/archive

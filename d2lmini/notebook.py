@@ -154,17 +154,32 @@ def setup(seed=0):
         set_matplotlib_formats("png")
 
 
+def _results_dirs():
+    """Where committed results may be: the repository's
+    ``benchmarks/results`` (an editable install), then that folder in
+    the working directory or a parent (the chapter's archive, where
+    ``d2lmini`` is an installed wheel and the notebooks sit in
+    ``chapters/``)."""
+    yield RESULTS
+    here = Path.cwd().resolve()
+    for folder in (here, *here.parents):
+        yield folder / "benchmarks" / "results"
+
+
 def read_result(name):
     """A committed benchmark result, ``benchmarks/results/<name>.json``.
 
     Raises ``FileNotFoundError`` saying which ``make`` target writes it.
     """
-    path = RESULTS / f"{name}.json"
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"{path} is missing: it comes with the repository; run `make "
-            f"benchmark-{name.replace('_', '-')}` to measure it again")
-    return json.loads(path.read_text())
+    for folder in _results_dirs():
+        path = folder / f"{name}.json"
+        if path.is_file():
+            return json.loads(path.read_text())
+    raise FileNotFoundError(
+        f"{RESULTS / f'{name}.json'} is missing: it comes with the "
+        f"repository (and with the chapter's archive, beside chapters/); "
+        f"run `make benchmark-{name.replace('_', '-')}` to measure it "
+        f"again")
 
 
 def against_seeds(what, value, seed_values, fmt="+.2f"):
