@@ -31,7 +31,8 @@ The code lives in four modules, whose names this one offers:
 ``with_site_view``), ``d2lmini.live_explorers`` (the four figure
 explorers), ``d2lmini.live_translator`` (the translator and the
 model's export) and ``d2lmini.live_training`` (the training scrubber).
-Shape legend: L queries, S keys, N sampled queries, D features.
+Shape legend: L queries (sampled ones in the scaling explorer), S keys,
+D features.
 """
 
 from .live_explorers import (

@@ -14,7 +14,8 @@ control moves:
   positions P as a heatmap and as curves, with sliders for a position
   and a frequency.
 
-Shape legend: L queries, S keys, N sampled queries, D features.
+Shape legend: L queries (sampled ones in the scaling explorer), S keys,
+D features.
 """
 
 import base64
@@ -35,7 +36,7 @@ PE_MAX_CELLS = 2 ** 15
 # What the other explorers draw at most: the page draws a cell, a bar or
 # a table row per number, and holds the data in the output.
 MASKED_SOFTMAX_MAX = (32, 64)  # L queries, S keys
-SCALING_MAX_SCORES = 2 ** 14  # N * S scores per size d
+SCALING_MAX_SCORES = 2 ** 14  # L * S scores per size d
 SCALING_MAX_DIM = 1024  # the largest d
 SCALING_MAX_DIMS = 16  # sizes on the slider
 KERNEL_MAX_POINTS = 1000  # training pairs, and queries
@@ -96,17 +97,17 @@ def sample_scores(d, num_queries=256, num_keys=16, seed=0):
 
     Args:
         d: the size of every query and key.
-        num_queries, num_keys: N and S.
+        num_queries, num_keys: L and S.
         seed: the seed of the generator (each d gets its own stream).
 
     Returns:
-        (N, S) float64 scores q.k, whose variance is about d.
+        (L, S) float64 scores q.k, whose variance is about d.
     """
     gen = torch.Generator().manual_seed(seed * 100_003 + d)
     q = torch.randn(num_queries, 1, d, generator=gen, dtype=torch.float64)
     k = torch.randn(num_queries, num_keys, d, generator=gen,
                     dtype=torch.float64)
-    return (q * k).sum(-1)  # (N, S)
+    return (q * k).sum(-1)  # (L, S)
 
 
 def _float32_b64(x):
@@ -126,7 +127,7 @@ def scaling_explorer(dims=DIMS, d=64, num_queries=256, num_keys=16, seed=0):
     Args:
         dims: the sizes the slider offers.
         d: the initial size; must be one of ``dims``.
-        num_queries, num_keys: N queries, each scored against S keys.
+        num_queries, num_keys: L queries, each scored against S keys.
         seed: the seed of the random queries and keys.
 
     Returns:

@@ -141,3 +141,227 @@ def check(ok, what):
             raise TypeError(f"ok must be a bool or a callable returning "
                             f"one, got {ok!r}") from None
     return f"{'pass' if ok else 'not yet'}: {what}"
+
+
+# --- attention-pooling ---
+def bound(value, side, digits=3):
+    """A bound worded so that its rounding keeps it true:
+    ``bound(0.5836, "at least")`` is ``'at least 0.583'`` (rounded
+    down), ``bound(0.1741, "at most")`` is ``'at most 0.175'`` (rounded
+    up); printing ``0.584`` as a lower bound of ``0.5836`` would be
+    false.  The value is rounded from its shortest decimal form, as
+    Python prints it (``0.29`` stays ``0.29``).
+
+    Args:
+        value: the number the bound is about (a real number or a 0-d
+            tensor).
+        side: ``'at least'`` (rounds towards minus infinity) or
+            ``'at most'`` (rounds towards plus infinity).
+        digits: the decimals printed, an integer from 0 to 15.
+    """
+    import decimal
+    value = _number("value", value)
+    if side not in ("at least", "at most"):
+        raise ValueError(f"side must be 'at least' or 'at most', got "
+                         f"{side!r}")
+    if isinstance(digits, bool) or not isinstance(digits, numbers.Integral):
+        raise TypeError(f"digits must be an integer, got {digits!r}")
+    if not 0 <= digits <= 15:
+        raise ValueError(f"digits must be from 0 to 15, got {digits}")
+    step = decimal.Decimal(1).scaleb(-int(digits))
+    rounding = (decimal.ROUND_FLOOR if side == "at least"
+                else decimal.ROUND_CEILING)
+    rounded = decimal.Decimal(repr(value)).quantize(step, rounding=rounding)
+    if rounded == 0:
+        rounded = abs(rounded)  # no "-0.000"
+    return f"{side} {rounded}"
+
+
+__all__ += ["bound"]
+
+
+# --- transformer ---
+def spread_over_seeds(label, intervals, unit="BLEU", fmt="+.1f"):
+    """One line for a difference measured with several seeds: its range
+    and where the seeds' intervals lie against zero, e.g.
+    ``'Transformer - additive, 3 seeds: +8.1 to +9.2 BLEU, every 95 %
+    interval above zero'``.
+
+    Args:
+        label: what was subtracted from what.
+        intervals: one ``(value, low, high)`` per seed, e.g. the
+            ``comparisons[label]`` entries of ``seeds.json``.
+        unit: the unit printed after the range ('' for none).
+        fmt: the format of the two numbers.
+    """
+    if isinstance(intervals, (str, bytes)):
+        raise TypeError(f"intervals must be (value, low, high) triples, "
+                        f"got {intervals!r}")
+    try:
+        triples = [tuple(t) for t in intervals]
+    except TypeError:
+        raise TypeError(f"intervals must be (value, low, high) triples, "
+                        f"got {intervals!r}") from None
+    if not triples:
+        raise ValueError("intervals is empty: give one triple per seed")
+    checked = []
+    for i, t in enumerate(triples):
+        if len(t) != 3:
+            raise ValueError(f"interval {i} is not (value, low, high): "
+                             f"{t!r}")
+        value, low, high = (_number(f"intervals[{i}]", x) for x in t)
+        if low > high:
+            raise ValueError(f"interval {i} has low > high: {t!r}")
+        checked.append((value, low, high))
+    values = [v for v, _, _ in checked]
+    n = len(checked)
+    above = sum(low > 0 for _, low, _ in checked)
+    below = sum(high < 0 for _, _, high in checked)
+    if above == n:
+        where = "above zero" if n == 1 else "every 95 % interval above zero"
+        where = where if n > 1 else "its 95 % interval above zero"
+    elif below == n:
+        where = ("its 95 % interval below zero" if n == 1
+                 else "every 95 % interval below zero")
+    else:
+        where = (f"intervals: {above} above zero, {below} below zero, "
+                 f"{n - above - below} including zero")
+    unit = f" {unit}" if unit else ""
+    seeds = "1 seed" if n == 1 else f"{n} seeds"
+    return (f"{label}, {seeds}: {min(values):{fmt}} to "
+            f"{max(values):{fmt}}{unit}, {where}")
+
+
+__all__ += ["spread_over_seeds"]
+
+
+# --- self-attention-and-positional-encoding ---
+def timing_verdict(name_a, times_a, name_b, times_b, unit="ms", scale=1e3,
+                   fmt=".1f"):
+    """Two layers' repeated timings compared in one line, with the order
+    decided by the spread of the repeats, not by one timing, e.g.
+    ``'attention 31.9 ms [30.1, 33.0] against RNN 35.2 ms [34.0, 36.1]
+    (median [min, max] of 7 timings each): faster, every timing below'``.
+
+    The verdict is ``'faster, every timing below'`` when the slowest
+    timing of ``a`` is below the fastest of ``b``, ``'slower, every
+    timing above'`` in the mirror case, and ``'no clear order, the
+    ranges overlap'`` otherwise.  When both lists are equally long they
+    are taken as paired repeats (measured in turn) and the line ends
+    with how many pairs ``a`` won, e.g. ``'; faster in 5 of 7 pairs'``.
+
+    Args:
+        name_a, name_b: the two layers' names.
+        times_a, times_b: at least two timings each, in seconds.
+        unit: the unit printed; ``scale`` turns seconds into it.
+        scale: the factor from seconds to ``unit`` (a positive number).
+        fmt: the format of the printed times.
+    """
+    scale = _number("scale", scale)
+    if scale <= 0:
+        raise ValueError(f"scale must be positive, got {scale}")
+    runs = []
+    for name, times in ((name_a, times_a), (name_b, times_b)):
+        if isinstance(times, (str, bytes)) or not hasattr(times,
+                                                          "__iter__"):
+            raise TypeError(f"the timings of {name} must be a list of "
+                            f"numbers, got {times!r}")
+        values = [_number(f"a timing of {name}", t) for t in times]
+        if len(values) < 2:
+            raise ValueError(f"{name} needs at least two timings to show "
+                             f"their spread, got {len(values)}")
+        if min(values) < 0:
+            raise ValueError(f"a timing of {name} is negative: "
+                             f"{min(values)}")
+        runs.append([scale * t for t in values])
+    a, b = runs
+    if max(a) < min(b):
+        word = "faster, every timing below"
+    elif min(a) > max(b):
+        word = "slower, every timing above"
+    else:
+        word = "no clear order, the ranges overlap"
+
+    def summary(name, values):
+        ordered = sorted(values)
+        mid = len(ordered) // 2
+        median = (ordered[mid] if len(ordered) % 2
+                  else (ordered[mid - 1] + ordered[mid]) / 2)
+        return (f"{name} {median:{fmt}} {unit} [{ordered[0]:{fmt}}, "
+                f"{ordered[-1]:{fmt}}]")
+
+    each = (f"{len(a)} timings each" if len(a) == len(b)
+            else f"{len(a)} and {len(b)} timings")
+    line = (f"{summary(name_a, a)} against {summary(name_b, b)} "
+            f"(median [min, max] of {each}): {word}")
+    if len(a) == len(b):
+        wins = sum(x < y for x, y in zip(a, b))
+        line += f"; faster in {wins} of {len(a)} pairs"
+    return line
+
+
+__all__ += ["timing_verdict"]
+
+
+# --- bahdanau-attention ---
+
+def seed_spread(label, comparisons, unit="BLEU", fmt="+.1f"):
+    """One line for a difference measured over several seeds, e.g.
+    ``'additive - none over 3 seeds: +4.6 to +6.1 BLEU; interval above
+    zero for 3 of 3'``.
+
+    Args:
+        label: what was subtracted from what.
+        comparisons: one ``(difference, low, high)`` per seed.
+        unit: the unit printed after the range ('' for none).
+        fmt: the format of the two numbers.
+    """
+    if isinstance(comparisons, (str, bytes)):
+        raise TypeError("comparisons must be a list of (difference, low, "
+                        f"high), one per seed, got {comparisons!r}")
+    try:
+        comparisons = [tuple(c) for c in comparisons]
+    except TypeError:
+        raise TypeError("comparisons must be a list of (difference, low, "
+                        f"high), one per seed, got {comparisons!r}") from None
+    if not comparisons:
+        raise ValueError("comparisons holds no seed")
+    values, above = [], 0
+    for i, c in enumerate(comparisons):
+        if len(c) != 3:
+            raise ValueError(f"seed {i}: expected (difference, low, high), "
+                             f"got {c!r}")
+        value = _number("difference", c[0])
+        low, high = _number("low", c[1]), _number("high", c[2])
+        if low > high:
+            raise ValueError(f"seed {i}: the interval must have low <= "
+                             f"high, got [{low}, {high}]")
+        values.append(value)
+        above += low > 0
+    n = len(values)
+    unit = f" {unit}" if unit else ""
+    return (f"{label} over {n} seed{'s' if n > 1 else ''}: "
+            f"{min(values):{fmt}} to {max(values):{fmt}}{unit}; interval "
+            f"above zero for {above} of {n}")
+
+
+def diagonal_chance(T, S):
+    """The diagonal share (``d2lmini.alignment.diagonal_share``) that a
+    (T, S) map scores on average when each row's largest weight falls
+    on one of the S valid source positions at random, all equally
+    likely: the mean over rows i of the share of positions at most one
+    from ``round(i (S - 1) / (T - 1))``.  The chance level beside which
+    a measured diagonal share is read."""
+    for name, x in (("T", T), ("S", S)):
+        if isinstance(x, bool) or not isinstance(x, numbers.Integral):
+            raise TypeError(f"{name} must be an integer, got {x!r}")
+        if x < 1:
+            raise ValueError(f"{name} must be at least 1, got {x}")
+    total = 0
+    for i in range(T):
+        d = round(i * (S - 1) / max(T - 1, 1))  # half to even, as torch
+        total += min(d + 1, S - 1) - max(d - 1, 0) + 1
+    return total / (T * S)
+
+
+__all__ += ["seed_spread", "diagonal_chance"]
