@@ -305,46 +305,6 @@ __all__ += ["timing_verdict"]
 
 # --- bahdanau-attention ---
 
-def seed_spread(label, comparisons, unit="BLEU", fmt="+.1f"):
-    """One line for a difference measured over several seeds, e.g.
-    ``'additive - none over 3 seeds: +4.6 to +6.1 BLEU; interval above
-    zero for 3 of 3'``.
-
-    Args:
-        label: what was subtracted from what.
-        comparisons: one ``(difference, low, high)`` per seed.
-        unit: the unit printed after the range ('' for none).
-        fmt: the format of the two numbers.
-    """
-    if isinstance(comparisons, (str, bytes)):
-        raise TypeError("comparisons must be a list of (difference, low, "
-                        f"high), one per seed, got {comparisons!r}")
-    try:
-        comparisons = [tuple(c) for c in comparisons]
-    except TypeError:
-        raise TypeError("comparisons must be a list of (difference, low, "
-                        f"high), one per seed, got {comparisons!r}") from None
-    if not comparisons:
-        raise ValueError("comparisons holds no seed")
-    values, above = [], 0
-    for i, c in enumerate(comparisons):
-        if len(c) != 3:
-            raise ValueError(f"seed {i}: expected (difference, low, high), "
-                             f"got {c!r}")
-        value = _number("difference", c[0])
-        low, high = _number("low", c[1]), _number("high", c[2])
-        if low > high:
-            raise ValueError(f"seed {i}: the interval must have low <= "
-                             f"high, got [{low}, {high}]")
-        values.append(value)
-        above += low > 0
-    n = len(values)
-    unit = f" {unit}" if unit else ""
-    return (f"{label} over {n} seed{'s' if n > 1 else ''}: "
-            f"{min(values):{fmt}} to {max(values):{fmt}}{unit}; interval "
-            f"above zero for {above} of {n}")
-
-
 def diagonal_chance(T, S):
     """The diagonal share (``d2lmini.alignment.diagonal_share``) that a
     (T, S) map scores on average when each row's largest weight falls
@@ -364,4 +324,4 @@ def diagonal_chance(T, S):
     return total / (T * S)
 
 
-__all__ += ["seed_spread", "diagonal_chance"]
+__all__ += ["diagonal_chance"]

@@ -27,7 +27,7 @@ import threading
 from html.parser import HTMLParser
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import pytest
 import yaml
@@ -395,3 +395,42 @@ def test_pages_carry_no_thebe_script(site):
         html = page_html(doc)
         assert "THEBE_JS_URL" not in html and "sphinx-thebe.js" not in html, (
             f"{doc} still loads sphinx-thebe's scripts")
+
+
+def _links(doc):
+    """The href of every <a> of a built page."""
+    hrefs = []
+
+    class Links(HTMLParser):
+        def handle_starttag(self, tag, attrs):
+            if tag == "a" and dict(attrs).get("href"):
+                hrefs.append(dict(attrs)["href"])
+
+    Links().feed(page_html(doc))
+    return hrefs
+
+
+def _served(doc, href):
+    """The file of the site that a link of ``doc`` points to."""
+    path = unquote(urlsplit(href).path)
+    return (HTML / doc).parent.joinpath(path).resolve()
+
+
+def test_a_reader_can_download_the_chapter_and_each_notebook(site):
+    """The opener links the chapter's archive, served by the site itself;
+    every notebook page links its own .ipynb."""
+    archive = [h for h in _links(PAGES[0])
+               if h.endswith("attention-chapter.zip")]
+    assert archive, "the opener does not link attention-chapter.zip"
+    for href in archive:
+        assert not is_external(href), href
+        assert _served(PAGES[0], href).is_file(), (
+            f"{href} is linked but not in the site; run `make book`")
+    for doc in PAGES:
+        if not (ROOT / f"{doc}.ipynb").is_file():
+            continue
+        ipynb = [h for h in _links(doc)
+                 if h.split("?")[0].endswith(f"{Path(doc).name}.ipynb")
+                 and not is_external(h)]
+        assert ipynb and all(_served(doc, h).is_file() for h in ipynb), (
+            f"{doc}: no working link to its .ipynb ({ipynb})")

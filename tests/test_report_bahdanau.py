@@ -1,29 +1,11 @@
-"""d2lmini.report's lines for the Bahdanau section: a seed spread and
-the chance level of the diagonal share."""
+"""d2lmini.report for the Bahdanau section: the chance level of the
+diagonal share."""
 
 import pytest
 import torch
 
 from d2lmini import report
 from d2lmini.alignment import diagonal_share
-
-
-def test_seed_spread_says_range_and_intervals():
-    line = report.seed_spread("a - b", [(4.6, 3.0, 6.2), (6.1, 4.5, 7.9),
-                                        (0.5, -1.0, 2.0)])
-    assert line == ("a - b over 3 seeds: +0.5 to +6.1 BLEU; interval above "
-                    "zero for 2 of 3")
-    one = report.seed_spread("x", [(torch.tensor(1.0), 0.5, 1.5)], unit="")
-    assert one == "x over 1 seed: +1.0 to +1.0; interval above zero for 1 of 1"
-
-
-@pytest.mark.parametrize("bad, error", [
-    ([], ValueError), ("abc", TypeError), (3, TypeError),
-    ([(1, 2)], ValueError), ([(1, 3, 2)], ValueError),
-    ([(float("nan"), 0, 1)], ValueError), ([("a", 0, 1)], TypeError)])
-def test_seed_spread_rejects_bad_input(bad, error):
-    with pytest.raises(error):
-        report.seed_spread("a - b", bad)
 
 
 @pytest.mark.parametrize("T, S", [(1, 1), (1, 5), (3, 3), (4, 9), (10, 4),
