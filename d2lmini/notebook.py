@@ -1,5 +1,5 @@
 """Helpers for the first cell of a notebook, for showing source code, for
-the sentences a run writes, and for placing a run among the seeds
+reading committed results and for placing a run among the seeds
 measured by a benchmark.
 
 The package is the one source of every layer: a notebook shows a layer
@@ -10,7 +10,6 @@ import inspect
 import json
 import math
 import numbers
-import re
 import textwrap
 from collections.abc import Iterable
 from pathlib import Path
@@ -22,8 +21,8 @@ from IPython.display import Markdown
 from d2lmini import plot
 from d2lmini.utils import machine, set_seed
 
-__all__ = ["against_seeds", "glue", "interval_words", "listed", "machine",
-           "prose", "read_result", "setup", "show_source"]
+__all__ = ["against_seeds", "interval_words", "listed", "machine",
+           "read_result", "setup", "show_source"]
 
 RESULTS = Path(__file__).resolve().parent.parent / "benchmarks" / "results"
 
@@ -58,75 +57,11 @@ def show_source(obj):
 # -----------------------------------
 # A notebook is read in three places: the website, a reader's own Jupyter
 # (JupyterLab, Notebook, VS Code, Colab) and CI.  Jupyter front ends render
-# no MyST role, so a number or a word that comes from the run is never a
-# {glue} role in a Markdown cell: a reader who ran the notebook would read
-# the raw role.  The rule:
-#
-# - A Markdown cell holds only what is true of every run.
-# - A paragraph with a number or a word of the run is the output of a code
-#   cell, ``prose(r"""...""")``, tagged ``remove-input`` (the website shows
-#   its output as prose, not the call) and collapsed in Jupyter
-#   (``source_hidden``), so that Jupyter shows the sentence right under
-#   the cells that computed it.  nbval runs it and compares nothing.
-# - The values come from ``glue(name, value)`` in the cells above, and a
-#   paragraph names them as ``{{name}}`` or ``{{name:.1f}}`` (a format
-#   spec as in an f-string), which cannot be mistaken for LaTeX's braces.
-#
-# tests/test_notebooks.py checks that no committed notebook has a {glue}
-# role left and that every prose cell is hidden, tagged and rendered.
-
-_GLUED = {}
-_FIELD = re.compile(r"\{\{\s*([A-Za-z_]\w*)\s*(?::([^{}]*))?\}\}")
-
-
-def glue(name, value):
-    """Keep ``value`` under ``name`` for the sentences of ``prose``.
-
-    Args:
-        name: an identifier, as ``{{name}}`` names it.
-        value: a number, a string (Markdown is kept as it is), an
-            ``IPython.display.Markdown`` (its text), or anything
-            ``format`` takes.
-
-    Returns:
-        ``value``, so that a cell can glue and use it in one line.
-    """
-    if not isinstance(name, str) or not name.isidentifier():
-        raise ValueError(f"a glued name must be an identifier, got {name!r}")
-    _GLUED[name] = value
-    return value
-
-
-def _field(match):
-    name, spec = match.group(1), match.group(2) or ""
-    if name not in _GLUED:
-        raise KeyError(name)
-    value = _GLUED[name]
-    if isinstance(value, torch.Tensor):
-        value = value.item()
-    elif hasattr(value, "_repr_markdown_"):  # IPython's Markdown(...)
-        value = value._repr_markdown_()
-    try:
-        return format(value, spec)
-    except (TypeError, ValueError) as err:
-        raise ValueError(f"cannot format {{{{{name}:{spec}}}}}: {name} is "
-                         f"{value!r} ({type(value).__name__})") from err
-
-
-def prose(text):
-    """A paragraph of the run, as Markdown: every ``{{name}}`` or
-    ``{{name:spec}}`` of ``text`` replaced by the value glued under that
-    name, formatted with ``spec``.
-
-    Raises ``KeyError`` naming every field that was not glued (run the
-    cells above first), so that no sentence shows a hole.
-    """
-    missing = sorted({m.group(1) for m in _FIELD.finditer(text)
-                      if m.group(1) not in _GLUED})
-    if missing:
-        raise KeyError(f"nothing glued under {', '.join(missing)}: run the "
-                       "cells above this one first")
-    return Markdown(_FIELD.sub(_field, textwrap.dedent(text).strip()))
+# no MyST role, and VS Code and Colab show every cell's source whatever its
+# tags.  So a Markdown cell holds only what is true of every run, and a
+# number or a word of the run (higher, includes zero) is printed by the
+# cell that computed it, worded by ``d2lmini.report``.  tests/test_notebooks
+# .py checks that no notebook glues values into prose.
 
 
 def setup(seed=0):

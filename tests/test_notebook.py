@@ -16,10 +16,8 @@ from d2lmini.attention import (
 from d2lmini.multihead import MultiHeadAttention
 from d2lmini.notebook import (
     against_seeds,
-    glue,
     interval_words,
     listed,
-    prose,
     read_result,
     setup,
     show_source,
@@ -153,40 +151,6 @@ def test_listed_joins_items_for_prose():
     assert listed(["3", "4", "8"]) == "3, 4 and 8"
     assert listed([3, 4], last="or") == "3 or 4"
     assert listed(iter(["one"])) == "one" and listed([]) == ""
-
-
-# glue and prose: the sentences a run writes ------------------------------
-
-def test_prose_fills_fields_with_the_glued_values():
-    glue("t_bleu", 27.456)
-    glue("t_side", "higher")
-    glue("t_tensor", torch.tensor(0.25))
-    glue("t_md", Markdown("*in italics*"))
-    md = prose(r"""
-        BLEU is {{t_bleu:.1f}}, {{ t_side }} than before; $\mathbf{h}_{i}$
-        keeps its braces, and {{t_tensor:.0%}} is a tensor's value, and
-        {{t_md}} a Markdown object's text.
-    """)
-    assert md.data == ("BLEU is 27.5, higher than before; $\\mathbf{h}_{i}$"
-                       "\nkeeps its braces, and 25% is a tensor's value, and"
-                       "\n*in italics* a Markdown object's text.")
-
-
-def test_prose_names_every_missing_value():
-    glue("t_here", 1)
-    with pytest.raises(KeyError, match="nothing glued under t_absent_a, "
-                       "t_absent_b: run the cells above"):
-        prose("{{t_here}} {{t_absent_b}} {{t_absent_a:.1f}}")
-
-
-def test_glue_and_prose_refuse_what_they_cannot_use():
-    with pytest.raises(ValueError, match="must be an identifier"):
-        glue("two words", 1)
-    glue("t_word", "higher")
-    with pytest.raises(ValueError, match=r"cannot format \{\{t_word:.1f\}\}"
-                       ": t_word is 'higher'"):
-        prose("{{t_word:.1f}}")
-    assert glue("t_back", 3) == 3  # glue and use in one line
 
 
 def test_against_seeds_compares_the_numbers_it_prints():

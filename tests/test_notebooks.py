@@ -114,14 +114,17 @@ def test_notebook_has_cells_that_nbval_compares(name):
         "teaching-critical cells")
 
 
-# Sentences of the run.  The rule (written above d2lmini.notebook.glue): a
-# number or a word that comes from the run is in the Markdown output of a
-# hidden `prose(...)` cell, never a MyST {glue} role, which JupyterLab, VS
-# Code and Colab show raw.  And in a notebook that trains (a code cell
-# calls train_or_load), no Markdown cell after the first training cell
-# holds a decimal number (27.5, 0.658) or a percentage (7 %) outside a
-# code span; math counts as prose.  Such numbers are results of training
-# and evaluation, which the text must not leave behind on a re-execution.
+# Sentences of the run.  The rule (written in d2lmini/notebook.py): a
+# Markdown cell holds only what is true of every run; a number or a word
+# that comes from the run is printed by the cell that computed it (worded
+# by d2lmini.report), never glued into prose: no MyST {glue} role (which
+# JupyterLab, VS Code and Colab show raw) and no cell that writes prose or
+# that the website removes (VS Code and Colab show its source anyway).
+# And in a notebook that trains (a code cell calls train_or_load), no
+# Markdown cell after the first training cell holds a decimal number
+# (27.5, 0.658) or a percentage (7 %) outside a code span; math counts as
+# prose.  Such numbers are results of training and evaluation, which the
+# text must not leave behind on a re-execution.
 GLUE_ROLE = re.compile(r"\{glue(?::\w+)?\}`")
 CODE_SPAN = re.compile(r"`[^`]*`")
 RESULT_NUMBER = re.compile(r"(?<![\w.])\d+\.\d+|\b\d+ ?%")
@@ -132,11 +135,6 @@ MACHINE_PATH = re.compile(
 
 def _loose_numbers(text):
     return RESULT_NUMBER.findall(CODE_SPAN.sub("", text))
-
-
-def _prose_cells(nb):
-    return [cell for cell in nb.cells if cell.cell_type == "code"
-            and cell.source.lstrip().startswith("prose(")]
 
 
 def _output_texts(cell):
@@ -166,33 +164,32 @@ def test_no_markdown_cell_holds_a_glue_role(name):
            if cell.cell_type == "markdown" and GLUE_ROLE.search(cell.source)]
     assert not raw, (
         f"{name}: markdown cells {raw} hold {{glue}} roles, which a plain "
-        "Jupyter front end shows raw; write the paragraph as a prose(...) "
-        "cell (see d2lmini.notebook.glue)")
+        "Jupyter front end shows raw; print the value from the cell that "
+        "computes it")
+
+
+MACHINERY = re.compile(r"\bglue\(|\bprose\(|\bMarkdown\(")
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
-def test_every_prose_cell_is_hidden_and_rendered(name):
+def test_no_cell_writes_prose_or_hides_itself(name):
     nb = nbformat.read(ROOT / name, as_version=4)
-    for i, cell in enumerate(nb.cells):
-        if cell not in _prose_cells(nb):
-            continue
-        assert "remove-input" in cell.metadata.get("tags", []), (
-            f"{name}, cell {i}: a prose cell must be tagged remove-input "
-            "(the website shows its output as prose)")
-        assert cell.metadata.get("jupyter", {}).get("source_hidden"), (
-            f"{name}, cell {i}: a prose cell's source is collapsed in "
-            "Jupyter (metadata.jupyter.source_hidden)")
-        shown = [out for out in cell.outputs
-                 if "text/markdown" in out.get("data", {})]
-        assert len(shown) == 1 and len(cell.outputs) == 1, (
-            f"{name}, cell {i}: a prose cell shows one Markdown output; "
-            f"{FIX}")
-        text = shown[0]["data"]["text/markdown"]
-        assert text.strip() and "{{" not in text and "{glue" not in text, (
-            f"{name}, cell {i}: the paragraph was not filled in: {text!r}")
-        assert not re.search(r"<[\w.]+ object( at 0x\w+)?>", text), (
-            f"{name}, cell {i}: a value shows as an object's repr: "
-            f"{text!r}")
+    found = {i: cell.source.splitlines()[0][:60]
+             for i, cell in enumerate(nb.cells) if cell.cell_type == "code"
+             and (MACHINERY.search(cell.source)
+                  or {"remove-cell", "remove-input"}
+                  & set(cell.metadata.get("tags", []))
+                  or cell.metadata.get("jupyter", {}).get("source_hidden"))}
+    assert not found, (
+        f"{name}: cells {found} write prose or are hidden, which VS Code "
+        "and Colab show anyway; print the run's numbers from the cell that "
+        "computes them (d2lmini.report)")
+
+
+def test_the_machinery_rule_sees_what_it_should():
+    assert MACHINERY.search('prose(r"""{{x}}""")')
+    assert MACHINERY.search("glue('x', 1)")
+    assert not MACHINERY.search("d2l.notebook.show_source(f)")
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
@@ -207,8 +204,8 @@ def test_result_numbers_in_markdown_cells_come_from_the_run(name):
              and (found := _loose_numbers(cell.source))}
     assert not loose, (
         f"{name}: markdown cells quote results that are not the run's "
-        f"(cell: numbers) {loose}; glue them and write the paragraph as "
-        "a prose(...) cell (see d2lmini.notebook.glue)")
+        f"(cell: numbers) {loose}; print them from the cell that computes "
+        "them (see d2lmini/notebook.py)")
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
