@@ -8,8 +8,10 @@ that no template or value-gluing cell shows in any front end.  Nothing
 here is imported by the training code.
 """
 
+import decimal
 import math
 import numbers
+import statistics
 
 __all__ = ["check", "higher_or_lower", "share", "table", "verdict"]
 
@@ -28,6 +30,14 @@ def _number(name, x):
     if not math.isfinite(x):
         raise ValueError(f"{name} must be a finite number, got {x}")
     return x
+
+
+def _against_zero(low, high):
+    """Where [low, high] lies: 'above zero', 'below zero' or
+    'includes zero'."""
+    if low > 0:
+        return "above zero"
+    return "below zero" if high < 0 else "includes zero"
 
 
 def verdict(label, value, low, high, unit="BLEU", fmt="+.1f", level=95):
@@ -49,12 +59,7 @@ def verdict(label, value, low, high, unit="BLEU", fmt="+.1f", level=95):
     if low > high:
         raise ValueError(f"the interval must have low <= high, got "
                          f"[{low}, {high}]")
-    if low > 0:
-        where = "above zero"
-    elif high < 0:
-        where = "below zero"
-    else:
-        where = "includes zero"
+    where = _against_zero(low, high)
     unit = f" {unit}" if unit else ""
     return (f"{label}: {value:{fmt}}{unit} [{level} % CI {low:{fmt}}, "
             f"{high:{fmt}}], {where}")
@@ -159,7 +164,6 @@ def bound(value, side, digits=3):
             ``'at most'`` (rounds towards plus infinity).
         digits: the decimals printed, an integer from 0 to 15.
     """
-    import decimal
     value = _number("value", value)
     if side not in ("at least", "at most"):
         raise ValueError(f"side must be 'at least' or 'at most', got "
@@ -215,14 +219,10 @@ def spread_over_seeds(label, intervals, unit="BLEU", fmt="+.1f"):
         checked.append((value, low, high))
     values = [v for v, _, _ in checked]
     n = len(checked)
-    above = sum(low > 0 for _, low, _ in checked)
-    below = sum(high < 0 for _, _, high in checked)
-    if above == n:
-        where = "above zero" if n == 1 else "every 95 % interval above zero"
-        where = where if n > 1 else "its 95 % interval above zero"
-    elif below == n:
-        where = ("its 95 % interval below zero" if n == 1
-                 else "every 95 % interval below zero")
+    sides = [_against_zero(low, high) for _, low, high in checked]
+    above, below = sides.count("above zero"), sides.count("below zero")
+    if above == n or below == n:
+        where = f"{'its' if n == 1 else 'every'} 95 % interval {sides[0]}"
     else:
         where = (f"intervals: {above} above zero, {below} below zero, "
                  f"{n - above - below} including zero")
@@ -283,12 +283,8 @@ def timing_verdict(name_a, times_a, name_b, times_b, unit="ms", scale=1e3,
         word = "no clear order, the ranges overlap"
 
     def summary(name, values):
-        ordered = sorted(values)
-        mid = len(ordered) // 2
-        median = (ordered[mid] if len(ordered) % 2
-                  else (ordered[mid - 1] + ordered[mid]) / 2)
-        return (f"{name} {median:{fmt}} {unit} [{ordered[0]:{fmt}}, "
-                f"{ordered[-1]:{fmt}}]")
+        return (f"{name} {statistics.median(values):{fmt}} {unit} "
+                f"[{min(values):{fmt}}, {max(values):{fmt}}]")
 
     each = (f"{len(a)} timings each" if len(a) == len(b)
             else f"{len(a)} and {len(b)} timings")
