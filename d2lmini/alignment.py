@@ -34,7 +34,8 @@ __all__ = ["concentration", "diagonal_share", "formation", "half_rise",
 
 
 def _rows(weights):
-    """``weights`` (T, S) or (h, T, S) as a float (N, S) of rows."""
+    """``weights`` (T, S) or (h, T, S) as a float (N, S) of rows, on the
+    device of ``weights`` (as is every tensor the measures build)."""
     if not torch.is_tensor(weights) or weights.dim() not in (2, 3):
         shape = tuple(getattr(weights, "shape", ()))
         raise ValueError(f"weights must be a (T, S) or (h, T, S) tensor "
@@ -44,7 +45,7 @@ def _rows(weights):
     if len(rows) == 0 or rows.shape[1] == 0:
         raise ValueError(f"weights {tuple(weights.shape)} hold no row")
     if (rows < 0).any() or not torch.allclose(
-            rows.sum(-1), torch.ones(len(rows)), atol=1e-3):
+            rows.sum(-1), rows.new_ones(len(rows)), atol=1e-3):
         raise ValueError("attention rows must be non-negative and sum to "
                          "1 (softmax weights)")
     return rows
@@ -69,7 +70,7 @@ def diagonal_share(weights):
     a reading of the source in order would be at for output row i."""
     rows = _rows(weights)
     T, S = weights.shape[-2], weights.shape[-1]
-    i = torch.arange(T).repeat(len(rows) // T)
+    i = torch.arange(T, device=rows.device).repeat(len(rows) // T)
     diagonal = torch.round(i * (S - 1) / max(T - 1, 1))
     return float(((rows.argmax(-1) - diagonal).abs() <= 1).float().mean())
 
@@ -161,7 +162,10 @@ def formation(snapshots, head=None):
     before the diagonal share's half-rise where the concentration is
     highest, as ``(index, concentration, token, share)``: the source
     token that most rows put their largest weight on there, and the
-    share of rows that do (None when the diagonal share never rises).
+    share of rows that do.  ``peak`` is None when the diagonal share
+    does not end above its first value (flat, falling, or back down by
+    the end): no alignment formed, and ``diagonal_step`` is then the
+    half-way step of its fall (None when it ends where it began).
     """
     steps = list(snapshots.steps)
     found = {"steps": steps, **snapshot_measures(snapshots, head)}
@@ -170,7 +174,7 @@ def formation(snapshots, head=None):
     for name in ("val_bleu", "val_loss"):
         found[f"{name}_step"] = half_rise(steps, getattr(snapshots, name))
     found["peak"] = None
-    if found["diagonal_step"] is not None:
+    if found["diagonal"][-1] > found["diagonal"][0]:
         before = range(steps.index(found["diagonal_step"]) + 1)
         k = max(before, key=lambda i: found["concentration"][i])
         counts = {}

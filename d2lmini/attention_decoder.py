@@ -3,7 +3,7 @@
 Shape legend for every comment and docstring in this module:
     B  batch size       S  source steps (the keys)   T  target steps
     E  embed_size       D  num_hiddens               V  vocabulary size
-    h  attention heads  N  non-pad target tokens of a batch
+    h  attention heads  R  non-pad target tokens of a batch (packed rows)
 
 It plugs into ``d2lmini.seq2seq.Seq2Seq`` like ``Seq2SeqDecoder`` does,
 with the same methods; the attention is a module of
@@ -174,7 +174,7 @@ class Seq2SeqAttentionDecoder(nn.Module):
         embs = self.embedding(ids).split(sizes)  # T' x (n, E)
         outputs, _, _ = self._run(embs, list(state.hidden.unbind(0)),
                                   state)
-        return torch.cat(outputs)  # (N, D)
+        return torch.cat(outputs)  # (R, D)
 
 
 def _attention_call(attention, queries, memory):

@@ -12,13 +12,21 @@ t counts the tokens emitted, ``<eos>`` included; a hypothesis cut at
 Every step runs the decoder once on the k hypotheses of every sentence
 (B * k rows); the decoder's state follows each hypothesis's parent
 (the GRU's hidden state; a Transformer's key/value cache, reordered,
-not recomputed).  Of the 2k best continuations, those that end in
+not recomputed).  ``<pad>`` and ``<bos>`` are never chosen: their
+logits are set to -inf before the log-softmax, as in greedy decoding
+and the page.  Of the 2k best continuations, those that end in
 ``<eos>`` among the first k are finished and the first k others go
-on.  A sentence stops when no running hypothesis can still beat its
-best finished one (log-probabilities only fall; the penalty is bounded
-by lp(max_len)), or at ``max_len``.  With ``beam_size=1`` and
-``length_penalty=0`` this is greedy decoding, token for token; with a
-beam as large as the number of outputs, the exact most likely output.
+on; of equal scores the lower hypothesis, then the lower token id,
+comes first (the lower index in the (k, V) matrix of candidates, as
+the page's ``topCandidates``).  A sentence stops when no running
+hypothesis can still beat its best finished one (log-probabilities
+only fall; the penalty is bounded by lp(max_len)), or at
+``max_len``.  With ``beam_size=1`` and ``length_penalty=0`` this is
+greedy decoding, token for token (ties too); with a beam as large as
+the number of outputs, the exact most likely output.  A step waits
+for the device once (for the scores that decide what ends and when
+to stop); the ids of the hypotheses that ended are fetched at the
+end.
 
 Shape legend: B sentences, k beam size, S source steps, h heads, V
 target vocabulary.  This module takes no part in training, so the
@@ -32,11 +40,22 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import torch
+import torch.nn.functional as F
 
 from . import metrics
 from .attention import AttentionMemory
 from .attention_decoder import AttentionState
-from .decoding import Translation, _check_decode_args, _eval_mode, _stepper
+from .decoding import (
+    Translation,
+    _broken,
+    _check_decode_args,
+    _check_sentences,
+    _check_vocab,
+    _eval_mode,
+    _forbidden,
+    _nan_error,
+    _stepper,
+)
 from .experiment import _sources
 from .seq2seq import DecoderState
 from .transformer import TransformerState
@@ -97,6 +116,55 @@ def _check_beam_args(beam_size, length_penalty):
                          f"{length_penalty!r}")
 
 
+def _best(cand, n):
+    """The n best of each row of ``cand`` (B, M), best first, as
+    ``(values, indices)`` (B, n); of equal values the lower index first,
+    as the page's ``topCandidates`` keeps them (``topk`` alone leaves
+    unspecified both their order and which of them it keeps).
+
+    ``topk``'s indices are right but for the values equal to the n-th
+    best, which fill its last places: those take the lowest indices
+    holding that value.  A stable sort then puts equal values in index
+    order.  (A stable sort of whole rows would give the same, in about
+    40 times topk's time on a CPU; this takes 3 to 5 times.)
+    """
+    M = cand.shape[-1]
+    values, index = cand.topk(n, dim=-1)  # (B, n)
+    nth = values[:, -1:]  # (B, 1)
+    last = values == nth  # the last `ties` places
+    ties = last.sum(-1, keepdim=True)
+    # The first n indices holding nth, lowest first: keys M - i > 0
+    # (exact in float32, the faster, below 2 ** 24).
+    rank = torch.arange(M, 0, -1, device=cand.device,
+                        dtype=torch.float32 if M < 2 ** 24 else torch.long)
+    lowest = torch.where(cand == nth, rank, 0).topk(n, dim=-1).indices
+    place = (torch.arange(n, device=cand.device) - (n - ties)).clamp(min=0)
+    index = torch.where(last, lowest.gather(1, place), index)
+    index = index.sort(dim=-1).values  # then stably by value:
+    values, order = cand.gather(1, index).sort(dim=-1, descending=True,
+                                               stable=True)
+    return values, index.gather(1, order)
+
+
+def _fetch_ended(ended_at, max_len):
+    """The ids (lists) and attention ((t, [h,] S) or None) of the
+    hypotheses that ended, in the order they ended; ``ended_at`` holds,
+    for each step where some did, the step's ``(tokens (N, t - 1),
+    parents (B, 2k), attention (N, t, [h,] S) or None, slots)``, slots
+    the flat indices in parents of those that ended.  The ids come from
+    the device in one transfer."""
+    ids, maps = [], []
+    for tokens, parents, attention, slots in ended_at:
+        rows = parents.flatten()[torch.tensor(slots, device=parents.device)]
+        # -1 after the ids: a row of every step fits max_len columns.
+        ids.append(F.pad(tokens.index_select(0, rows),
+                         (0, max_len - tokens.shape[1]), value=-1))
+        maps += [None] * len(slots) if attention is None else list(
+            attention.index_select(0, rows))
+    ids = torch.cat(ids).tolist() if ids else []
+    return [row[:row.index(-1)] for row in ids], maps
+
+
 def _expand_encoding(enc, k):
     """The encoder's outputs with each sentence repeated k times (rows
     b * k ... b * k + k - 1): a tensor (B, S, D), or a GRU encoder's
@@ -137,7 +205,9 @@ class _Sentence:
     """The finished hypotheses of one sentence, and whether its search
     is over."""
 
-    found: list = field(default_factory=list)  # (score, log_prob, ...)
+    # (score, log_prob, ids, finished, attention); during the search
+    # (score, log_prob, m) for the m-th that ended (see _fetch_ended).
+    found: list = field(default_factory=list)
     best: float = -math.inf  # the best score found
     done: bool = False
 
@@ -147,25 +217,31 @@ class _Sentence:
 
 
 def beam_decode(model, src, src_valid_len, bos, eos, max_len, *,
-                beam_size=4, length_penalty=0.0):
+                beam_size=4, length_penalty=0.0, forbid=None):
     """Translate a batch with beam search (see the module's docstring).
 
     Runs in eval mode under ``torch.no_grad()`` and restores every
     submodule's mode, like ``greedy_decode``.  A sentence's result does
-    not depend on the other sentences of the batch.
+    not depend on the other sentences of the batch.  NaN (or +inf)
+    logits in a sentence still searching raise a ValueError naming the
+    step and the sentence.
 
     Args:
         model: a ``Seq2Seq`` of d2lmini (GRU decoder with or without
             attention, or Transformer).
-        src, src_valid_len, bos, eos, max_len: as for ``greedy_decode``.
+        src, src_valid_len, bos, eos, max_len, forbid: as for
+            ``greedy_decode`` (``forbid``, the ids never emitted: by
+            default ``bos`` and ``model.tgt_pad``).
         beam_size: k, the hypotheses kept per sentence (an int >= 1).
         length_penalty: GNMT's alpha >= 0.
 
     Returns:
-        A list of B ``BeamDecoded``.
+        A list of B ``BeamDecoded``.  A hypothesis's ``log_prob`` sums
+        the log-probabilities of the softmax over the tokens allowed.
     """
     _check_decode_args(src, src_valid_len, bos, eos, max_len)
     _check_beam_args(beam_size, length_penalty)
+    forbid = _forbidden(model, bos, eos, forbid)
     device = next(model.parameters()).device
     src = src.to(device)
     if src_valid_len is not None:
@@ -188,13 +264,22 @@ def beam_decode(model, src, src_valid_len, bos, eos, max_len, *,
         tokens = torch.zeros((N, 0), dtype=torch.long, device=device)
         attention = None  # (N, t, [h,] S)
         base = torch.arange(B, device=device)[:, None] * k  # (B, 1)
+        banned = torch.tensor(forbid, dtype=torch.long, device=device)
+        ended_at, n_ended = [], 0  # see _fetch_ended
         for t in range(1, max_len + 1):
             logits, state, weights = step(Y, state)  # (N, 1, V)
             V = logits.shape[-1]
-            logp = torch.log_softmax(logits[:, 0].float(), dim=-1)
+            if t == 1:
+                _check_vocab(V, eos, forbid)
+            logp = torch.log_softmax(logits[:, 0].float().index_fill(
+                -1, banned, -math.inf), dim=-1)
+            # (B,): NaN or +inf logits, or no token left to choose.
+            nan = (_broken(logits) | logp.isnan().any(-1)).reshape(
+                B, k).any(-1)
             cand = (scores.reshape(N, 1) + logp).reshape(B, k * V)
-            top, where = cand.topk(min(2 * k, k * V), dim=-1)  # (B, 2k)
+            top, where = _best(cand, min(2 * k, k * V))  # (B, 2k)
             parent, token = where // V, where % V
+            parents = base + parent  # (B, 2k): their rows
             if weights is not None:  # (N, [h,] 1, S) -> (N, 1, [h,] S)
                 w = weights.squeeze(-2).unsqueeze(1).float()
                 attention = w if attention is None else \
@@ -202,17 +287,8 @@ def beam_decode(model, src, src_valid_len, bos, eos, max_len, *,
             is_eos = (token == eos) & torch.isfinite(top)
             ranks = torch.arange(top.shape[1], device=device)
             # Finished: <eos> among the first k continuations.
-            ended = (is_eos & (ranks < k)).nonzero().tolist()
-            if ended:  # as lists once: item by item, tensors are slow
-                rows_l = (base + parent).tolist()
-                top_l, tokens_l = top.tolist(), tokens.tolist()
-            for b, j in ended:
-                if sentences[b].done:  # its search is over: keep it so
-                    continue
-                row, raw = rows_l[b][j], top_l[b][j]
-                sentences[b].add(
-                    raw / lp(t), raw, tokens_l[row], True,
-                    None if attention is None else attention[row])
+            ended = is_eos & (ranks < k)
+            ended_tokens, ended_attention = tokens, attention
             # Running: the first k continuations that are not <eos>.
             keep = (~is_eos).float().cumsum(-1) <= k
             keep &= ~is_eos
@@ -220,7 +296,7 @@ def beam_decode(model, src, src_valid_len, bos, eos, max_len, *,
                               stable=True).indices[:, :k]  # (B, k)
             scores = torch.where(keep.gather(1, pick), top.gather(1, pick),
                                  -math.inf)
-            rows = (base + parent.gather(1, pick)).reshape(N)
+            rows = parents.gather(1, pick).reshape(N)
             tokens = torch.cat([tokens.index_select(0, rows),
                                 token.gather(1, pick).reshape(N, 1)], 1)
             if attention is not None:
@@ -228,7 +304,29 @@ def beam_decode(model, src, src_valid_len, bos, eos, max_len, *,
             # A sentence is over when none of its running hypotheses can
             # beat its best finished one: a score only falls, and
             # dividing it by lp(max_len) is the most it can gain.
-            best_running = (scores.max(-1).values / lp(max_len)).tolist()
+            best_running = scores.max(-1).values / lp(max_len)  # (B,)
+            # The step's one wait for the device: the scores of the
+            # hypotheses that end (NaN for the others), each sentence's
+            # best running score and whether its logits are NaN.
+            host = torch.cat([torch.where(ended, top, math.nan).flatten(),
+                              best_running, nan.float()]).tolist()
+            n = top.shape[1]
+            ended_l, best_running, nan_l = (host[:B * n], host[B * n:-B],
+                                            host[-B:])
+            broken = [b for b, s in enumerate(sentences)
+                      if nan_l[b] and not s.done]
+            if broken:
+                raise _nan_error(t, broken[0])
+            slots = [b * n + j for b, s in enumerate(sentences)
+                     if not s.done  # its search is over: keep it so
+                     for j in range(k) if not math.isnan(ended_l[b * n + j])]
+            for slot in slots:  # their ids and attention: _fetch_ended
+                raw = ended_l[slot]
+                sentences[slot // n].add(raw / lp(t), raw, n_ended)
+                n_ended += 1
+            if slots:
+                ended_at.append((ended_tokens, parents, ended_attention,
+                                 slots))
             for b, s in enumerate(sentences):
                 if s.found and not s.done:
                     s.done = s.best >= best_running[b]
@@ -238,6 +336,10 @@ def beam_decode(model, src, src_valid_len, bos, eos, max_len, *,
                 break
             state = reorder_state(state, rows)
             Y = tokens[:, -1:]
+        ids, maps = _fetch_ended(ended_at, max_len)
+        for s in sentences:
+            s.found = [(score, raw, ids[m], True, maps[m])
+                       for score, raw, m in s.found]
         if not all(s.done for s in sentences):  # cut at max_len
             tokens_l = tokens.tolist()
             for row, raw in enumerate(scores.reshape(N).tolist()):
@@ -282,26 +384,27 @@ class BeamTranslation(Translation):
 
 def beam_translate(model, data, sentences, *, beam_size=4,
                    length_penalty=0.0, max_len=None):
-    """Translate sentences with beam search (``beam_decode``).
+    """Translate sentences with beam search (``beam_decode``), never
+    emitting the target vocabulary's ``<pad>`` or ``<bos>``.
 
     Args:
-        model, data, sentences, max_len: as for ``d2lmini.translate``.
+        model, data, sentences, max_len: as for ``d2lmini.translate``
+            (an empty or blank sentence is refused).
         beam_size: k >= 1; 1 (with ``length_penalty=0``) is greedy.
         length_penalty: GNMT's alpha >= 0.
 
     Returns:
         A list of ``BeamTranslation``.
     """
-    if isinstance(sentences, str):
-        raise TypeError("sentences must be a list of strings, not a "
-                        "string; wrap it: [sentence]")
+    sentences = _check_sentences(sentences)
     _check_beam_args(beam_size, length_penalty)
-    src, _, src_valid_len, _ = data.build(list(sentences))
+    src, _, src_valid_len, _ = data.build(sentences)
     vocab = data.tgt_vocab
     max_len = data.num_steps if max_len is None else max_len
     decoded = beam_decode(model, src, src_valid_len, vocab.bos, vocab.eos,
                           max_len, beam_size=beam_size,
-                          length_penalty=length_penalty)
+                          length_penalty=length_penalty,
+                          forbid=(vocab.pad, vocab.bos))
     results = []
     for row, n, out in zip(src.tolist(), src_valid_len.tolist(), decoded):
         out_tokens = vocab.to_tokens(out.ids + [vocab.eos] * out.finished)

@@ -17,13 +17,11 @@ import dataclasses
 import hashlib
 import json
 import pickle
-import random
 import sys
 import warnings
 from pathlib import Path
 from typing import NamedTuple
 
-import numpy as np
 import torch
 
 from . import SOURCES, corpus
@@ -32,7 +30,7 @@ from .experiment import build_data, build_model, train
 from .seq2seq import Seq2Seq
 from .snapshots import SnapshotRecorder, TrainingSnapshots
 from .trainer import History, Trainer
-from .utils import atomic_write
+from .utils import atomic_write, keep_random_state
 
 __all__ = ["Run", "checkpoint_path", "code_fingerprint", "data_fingerprint",
            "fingerprint", "load_checkpoint", "save_checkpoint",
@@ -341,29 +339,6 @@ def _load(recipe, data, path, expected, snapshots):
     return model, history, extra["generator_state"], snaps
 
 
-@contextlib.contextmanager
-def _global_generators_kept(device_type=None):
-    """Put Python's, NumPy's and torch's global generators back as they
-    were when the block began, and the generator of the device that
-    trains: every CUDA device's, or the Apple GPU's (MPS)."""
-    device_type = device_type or training_device()
-    if device_type == "cuda":
-        devices = range(torch.cuda.device_count())
-    elif device_type == "mps":
-        devices = [0]  # one Apple GPU, one generator
-    else:
-        devices = []
-    python, numpy = random.getstate(), np.random.get_state()
-    with torch.random.fork_rng(
-            devices=devices,
-            device_type="mps" if device_type == "mps" else "cuda"):
-        try:
-            yield
-        finally:
-            random.setstate(python)
-            np.random.set_state(numpy)
-
-
 def _stale_bindings():
     """Names that a training module took from another d2lmini module and
     that no longer are what that module holds: after
@@ -417,7 +392,9 @@ def train_or_load(recipe, cache_dir=None, progress=True, snapshots=False):
     They are stored in the same cache file as the weights, so they are
     always those of the cached model; a cached model trained without
     them is trained again (the same weights: recording changes nothing
-    that is trained).  A file that has them gives them either way.
+    that is trained).  A file that has them gives them either way, and
+    a run without them that ends while another process has written
+    them keeps that file.
 
     Returns:
         ``Run(model, data, history, trained, reason, snapshots)``: the
@@ -439,7 +416,7 @@ def train_or_load(recipe, cache_dir=None, progress=True, snapshots=False):
             "their modules now hold, so the model would be built from the "
             "old classes while its fingerprint names the new code; restart "
             "the kernel (or Python) instead of importlib.reload")
-    with _global_generators_kept():
+    with keep_random_state(training_device()):
         return _train_or_load(recipe, cache_dir, progress, snapshots)
 
 
@@ -464,12 +441,52 @@ def _train_or_load(recipe, cache_dir, progress, snapshots):
     model, data, history = train(recipe, data, progress, recorder)
     model = model.to("cpu")  # as a load gives it, on any device
     snaps = recorder[0].snapshots if recorder else None
-    save_checkpoint(model, path, recipe=dataclasses.asdict(recipe),
-                    fingerprint=expected,
-                    generator_state=data.generator.get_state(),
-                    history=_history_record(history),
-                    snapshots=None if snaps is None else snaps.to_record())
+    with _locked(path):
+        # Another process may have trained this recipe with snapshots
+        # meanwhile: the same weights (recording changes nothing that
+        # is trained), so its file, which has more, is kept.
+        if snaps is None and _has_snapshots(path, expected):
+            return Run(model, data, history, True, reason, None)
+        save_checkpoint(model, path, recipe=dataclasses.asdict(recipe),
+                        fingerprint=expected,
+                        generator_state=data.generator.get_state(),
+                        history=_history_record(history),
+                        snapshots=None if snaps is None
+                        else snaps.to_record())
     return Run(model, data, history, True, reason, snaps)
+
+
+@contextlib.contextmanager
+def _locked(path):
+    """Hold an exclusive lock on ``path`` + ``.lock`` for the block, so
+    that no other process writes ``path`` between a check and a write
+    (on POSIX systems; where ``fcntl`` is missing, nothing is locked)."""
+    try:
+        import fcntl
+    except ImportError:  # Windows
+        yield
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(path.name + ".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _has_snapshots(path, expected):
+    """Whether ``path`` is a checkpoint of the ``expected`` fingerprint
+    that holds training snapshots."""
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except (OSError, EOFError, RuntimeError, ValueError,
+            pickle.UnpicklingError):
+        return False
+    extra = ckpt.get("extra") if isinstance(ckpt, dict) else None
+    return (isinstance(extra, dict)
+            and _stale(extra.get("fingerprint"), expected) is None
+            and extra.get("snapshots") is not None)
 
 
 def _unusable(err, path):

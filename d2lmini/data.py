@@ -259,7 +259,11 @@ class MTFraEng:
             order = tud.RandomSampler(batches, generator=self.generator) \
                 if train else tud.SequentialSampler(batches)
             sampler = tud.BatchSampler(order, self.batch_size, False)
-        return tud.DataLoader(batches, sampler=sampler, batch_size=None)
+        # A loader without a generator draws a seed from the global one
+        # each time it is iterated (for worker processes, unused here):
+        # a private one keeps validation from moving the dropout masks.
+        return tud.DataLoader(batches, sampler=sampler, batch_size=None,
+                              generator=torch.Generator())
 
     def train_dataloader(self):
         """Training batches in a seeded random order (each epoch anew)."""

@@ -11,6 +11,7 @@ included), as in ``d2lmini.seq2seq``.
 import contextlib
 import functools
 import inspect
+import math
 import threading
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -18,6 +19,7 @@ from typing import NamedTuple
 import torch
 
 from .seq2seq import _check_ids, _check_lens
+from .tokenizer import preprocess, tokenize
 from .utils import check_int
 
 __all__ = ["Decoded", "Translation", "attention_heads", "greedy_decode",
@@ -114,6 +116,75 @@ def _check_decode_args(src, src_valid_len, bos, eos, max_len):
     check_int("max_len", max_len)
 
 
+def _forbidden(model, bos, eos, forbid):
+    """The sorted token ids that decoding never emits: ``forbid``, or by
+    default ``bos`` and the model's target ``<pad>`` (``model.tgt_pad``,
+    when it has one).  Raise unless they are ints >= 0 without ``eos``."""
+    if forbid is None:
+        pad = getattr(model, "tgt_pad", None)
+        forbid = (bos,) if pad is None else (pad, bos)
+    if isinstance(forbid, (str, bytes)) or not hasattr(forbid, "__iter__"):
+        raise TypeError(f"forbid must be a collection of token ids, e.g. "
+                        f"(pad, bos), or () to allow every token; got "
+                        f"{forbid!r}")
+    forbid = list(forbid)
+    for i, token in enumerate(forbid):
+        check_int(f"forbid[{i}]", token, 0)
+    if eos in forbid:
+        raise ValueError(f"forbid {tuple(forbid)!r} holds eos={eos}: "
+                         "decoding must be able to emit <eos>; forbid "
+                         "<pad> and <bos> only")
+    return tuple(sorted(set(forbid)))
+
+
+def _check_vocab(vocab_size, eos, forbid):
+    """Raise unless ``eos`` and the ``forbid`` ids are ids of the
+    decoder's output vocabulary (the last axis of its logits)."""
+    bad = [f"eos={eos}"] * (eos >= vocab_size) + [
+        f"forbid id {token}" for token in forbid if token >= vocab_size]
+    if bad:
+        raise ValueError(
+            f"{', '.join(bad)} outside the decoder's output vocabulary "
+            f"(ids 0 to {vocab_size - 1}): pass the ids of the target "
+            "vocabulary the model was trained with (data.tgt_vocab.eos, "
+            ".pad, .bos)")
+
+
+def _broken(logits):
+    """(N,) bool: the rows of ``logits`` (N, ..., V) that hold NaN or
+    +inf, from which no token can be chosen."""
+    return (logits.isnan() | (logits == math.inf)).flatten(1).any(-1)
+
+
+def _nan_error(step, sentence):
+    """The error for a model whose logits hold NaN (or +inf)."""
+    return ValueError(
+        f"the model produced NaN (or +inf) logits at decoding step {step} "
+        f"of sentence {sentence} of the batch, so no token can be chosen: "
+        "its weights (or the source ids) are broken; check them, e.g. "
+        "all(p.isfinite().all() for p in model.parameters()), and "
+        "retrain it if they hold NaN or inf (a lower learning rate, "
+        "gradient clipping)")
+
+
+def _check_sentences(sentences):
+    """``sentences`` as a list; raise unless it is a list (not a string)
+    whose strings each have a token after tokenising (the page's rule,
+    ``d2lmini.tokenizer``: it refuses an "empty sentence" too)."""
+    if isinstance(sentences, str):
+        raise TypeError("sentences must be a list of strings, not a "
+                        "string; wrap it: [sentence]")
+    sentences = list(sentences)
+    for i, sentence in enumerate(sentences):
+        if isinstance(sentence, str) and not tokenize(preprocess(sentence)):
+            raise ValueError(
+                f"sentences[{i}] is {sentence!r}, which has no tokens "
+                "after tokenising (it is empty or blank), so there is "
+                "nothing to translate; drop it or give it words, e.g. "
+                "'go .'")
+    return sentences
+
+
 class Decoded(NamedTuple):
     """Greedy output of one sentence.
 
@@ -156,8 +227,15 @@ def _restrict_attention(state, attend):
 
 
 def greedy_decode(model, src, src_valid_len, bos, eos, max_len, *,
-                  attend=None):
+                  attend=None, forbid=None):
     """Translate a batch greedily, stopping each sentence at ``<eos>``.
+
+    Each step emits the token of the highest logit, the ``forbid`` ids
+    (``<pad>`` and ``<bos>``) excluded: their logits are set to -inf
+    first.  Of equal logits the lowest id wins (``argmax`` returns the
+    first maximum).  Beam search and the page's decoders follow both
+    rules too.  A logit that is NaN (or +inf) in a sentence still
+    decoding raises a ValueError naming the step and the sentence.
 
     Runs in eval mode under ``torch.no_grad()`` and then restores every
     submodule's train/eval mode.  Stops early once every sentence has
@@ -175,17 +253,22 @@ def greedy_decode(model, src, src_valid_len, bos, eos, max_len, *,
         src: (B, S) source ids, B >= 1.
         src_valid_len: (B,) integer tensor of valid source lengths, or
             None (every source position is valid).
-        bos, eos: int ids of ``<bos>`` and ``<eos>`` in the target vocab.
+        bos, eos: int ids of ``<bos>`` and ``<eos>`` in the target vocab
+            (``eos`` must be below the decoder's output size V).
         max_len: the most steps to decode (an int >= 1).
         attend: optional (B, S) bool tensor, True where the decoder may
             attend: masks source positions out of the attention (the
             encoder still reads them), e.g. to test what a heatmap's
             peak is worth.
+        forbid: the token ids never emitted; default ``bos`` and
+            ``model.tgt_pad`` (the target ``<pad>``); ``()`` allows
+            every token.  Must not hold ``eos``.
 
     Returns:
         A list of B ``Decoded``.
     """
     _check_decode_args(src, src_valid_len, bos, eos, max_len)
+    forbid = _forbidden(model, bos, eos, forbid)
     if attend is not None and (not torch.is_tensor(attend)
                                or attend.dtype != torch.bool
                                or attend.shape != src.shape):
@@ -207,15 +290,25 @@ def greedy_decode(model, src, src_valid_len, bos, eos, max_len, *,
         done = torch.zeros(len(src), dtype=torch.bool, device=device)
         outputs, weights = [], []
         decode_step = _stepper(model.decoder)
-        for _ in range(max_len):
+        banned = torch.tensor(forbid, dtype=torch.long, device=device)
+        for t in range(1, max_len + 1):
             logits, state, step = decode_step(Y, state)  # (B, 1, V)
-            Y = logits.argmax(dim=-1)  # (B, 1)
+            if t == 1:
+                _check_vocab(logits.shape[-1], eos, forbid)
+            nan = _broken(logits) & ~done  # (B,)
+            # argmax: the first of equal maxima, the lowest id.
+            Y = logits.index_fill(-1, banned, -math.inf).argmax(
+                dim=-1)  # (B, 1)
             outputs.append(Y[:, 0])
             if step is not None:
                 # (B, 1, S) or (B, h, 1, S) -> (B, S) or (B, h, S)
                 weights.append(step.squeeze(-2))
             done |= Y[:, 0] == eos
-            if done.all():
+            # The step's one wait for the device: all done?  NaN?
+            stop, bad = torch.stack((done.all(), nan.any())).tolist()
+            if bad:
+                raise _nan_error(t, int(nan.nonzero()[0, 0]))
+            if stop:
                 break
     ids = torch.stack(outputs, dim=1).tolist()  # (B, steps)
     if weights:  # (B, steps, S) or (B, h, steps, S)
@@ -254,27 +347,29 @@ class Translation:
 
 
 def translate(model, data, sentences, max_len=None):
-    """Translate sentences with greedy decoding.
+    """Translate sentences with greedy decoding (never emitting the
+    target vocabulary's ``<pad>`` or ``<bos>``).
 
     Args:
         model: a trained ``Seq2Seq``.
         data: has ``build(sentences)`` returning ``(src, _, src_valid_len,
-            _)``, ``src_vocab``, ``tgt_vocab`` and ``num_steps`` (the
-            ``MTFraEng`` of ``d2lmini.data``).
-        sentences: a list of source strings.
+            _)``, ``src_vocab``, ``tgt_vocab`` (with ``pad``, ``bos``
+            and ``eos`` ids) and ``num_steps`` (the ``MTFraEng`` of
+            ``d2lmini.data``).
+        sentences: a list of source strings, each with at least one
+            token after tokenising (a ValueError names an empty or
+            blank one, as the page refuses an "empty sentence").
         max_len: the most output steps; default ``data.num_steps``.
 
     Returns:
         A list of ``Translation``.
     """
-    if isinstance(sentences, str):
-        raise TypeError("sentences must be a list of strings, not a "
-                        "string; wrap it: [sentence]")
-    src, _, src_valid_len, _ = data.build(list(sentences))
+    src, _, src_valid_len, _ = data.build(_check_sentences(sentences))
     vocab = data.tgt_vocab
     max_len = data.num_steps if max_len is None else max_len
     decoded = greedy_decode(model, src, src_valid_len, vocab.bos,
-                            vocab.eos, max_len)
+                            vocab.eos, max_len,
+                            forbid=(vocab.pad, vocab.bos))
     results = []
     for row, n, out in zip(src.tolist(), src_valid_len.tolist(), decoded):
         out_ids = out.ids + [vocab.eos] * out.finished

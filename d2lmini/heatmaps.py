@@ -115,8 +115,8 @@ def show_heatmaps(matrices, xlabel="Keys", ylabel="Queries", titles=None,
                 ax.set_xlabel(xlabel)
             if j == 0:
                 ax.set_ylabel(ylabel)
-            if titles[i][j]:
-                ax.set_title(titles[i][j])
+            if titles[i][j]:  # as written: "$" is no math here
+                ax.set_title(titles[i][j], parse_math=False)
     _set_ticks(axes[-1, 0], S, xticklabels, "x")
     _set_ticks(axes[-1, 0], L, yticklabels, "y")
     colorbar = fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.9,
@@ -136,7 +136,9 @@ def _set_ticks(ax, size, labels, axis):
     labels = [str(t) for t in labels]
     # Long tokens on the x-axis would overlap: turn them upright.
     upright = axis == "x" and max(map(len, labels), default=0) > 3
-    set_ticks(ticks, labels, rotation=90 if upright else 0)
+    # A model's tokens are shown as written: two "$" are no math.
+    set_ticks(ticks, labels, rotation=90 if upright else 0,
+              parse_math=False)
 
 
 def _annotate(ax, matrix, fmt, vmin, vmax):

@@ -10,10 +10,19 @@ and attention curves (``d2lmini.alignment``'s diagonal share and
 concentration) with the step marked.  Nothing is
 trained or computed in the page; ``d2lmini/js/scrubber.js`` draws it.
 
-The attention weights travel as one byte each, ``round(255 w)``: a
-heatmap's colour map has at most 256 colours and its cells print two
-decimals, so the rounding (at most 1/510) changes nothing a reader sees,
-at half the size of float16 and a quarter of float32.
+The attention weights travel as one byte each, ``q = round(255 w)``,
+at half the size of float16 and a quarter of float32, and the page draws
+``q / 255``: each weight moves by at most 1/510 (under 0.002), half a
+step of a 256-level colour map.  A number printed from it is that of
+``q / 255``: with two decimals it is within 0.005 + 1/510 of the
+recorded weight, and it can differ by 0.01 from the weight's own
+two-decimal rounding when the weight lies within 1/510 of a half-way
+point (0.125 travels as 32 and prints as 0.13, where Python's
+``f"{0.125:.2f}"`` is 0.12).  No ``q / 255`` lies within 9e-5 of such a
+point, so Python's ``f"{q / 255:.2f}"`` and JavaScript's
+``(q / 255).toFixed(2)`` agree on every byte; a third decimal shows the
+rounding itself (0.5 travels as 128 and prints as 0.502).  NaN and
+infinite weights are refused, not quantised.
 
 Shape legend: K snapshots, P probes, h heads, T output rows, S source
 positions.
@@ -40,8 +49,16 @@ NEEDS_JS = ("This scrubber runs in the page: on the website it is live; "
 
 
 def quantize(weights):
-    """Attention weights in [0, 1] as bytes ``round(255 w)`` (uint8)."""
+    """Attention weights in [0, 1] as bytes ``round(255 w)`` (uint8);
+    a ValueError for a NaN or infinite weight or one outside [0, 1]."""
     w = torch.as_tensor(weights, dtype=torch.float32)
+    bad = ~torch.isfinite(w)
+    if bad.any():
+        raise ValueError(f"attention weights must be finite, got "
+                         f"{float(w[bad][0])} ({int(bad.sum())} of "
+                         f"{w.numel()} weights are NaN or infinite): the "
+                         "model's attention overflowed, or the snapshot "
+                         "is corrupt")
     if w.numel() and (w.min() < -1e-6 or w.max() > 1 + 1e-6):
         raise ValueError(f"attention weights must lie in [0, 1], got "
                          f"values from {float(w.min())} to "
@@ -94,18 +111,23 @@ def training_scrubber(run, probe=None, title=None):
     if first is None:
         raise ValueError("the run's decoder has no attention: the "
                          "scrubber draws attention weights")
+    # (h, T, S) for multi-head attention, one head included; (T, S) else
     heads = first.shape[0] if first.dim() == 3 else 1
     chunks = []
     for k, maps in enumerate(snaps.attention):
         for p, w in enumerate(maps):
             T, S = len(snaps.out_tokens[k][p]), len(snaps.src_tokens[p])
-            want = (heads, T, S) if heads > 1 else (T, S)
+            want = (heads, T, S) if first.dim() == 3 else (T, S)
             if tuple(w.shape) != want:
                 raise ValueError(
                     f"snapshot {k}, probe {p}: attention "
                     f"{tuple(w.shape)} does not fit its {T} output and "
                     f"{S} source tokens")
-            chunks.append(quantize(w).reshape(-1))
+            try:
+                chunks.append(quantize(w).reshape(-1))
+            except ValueError as err:
+                raise ValueError(f"snapshot {k}, probe {p}: {err}") \
+                    from None
     raw = torch.cat(chunks).numpy().tobytes()
     if len(raw) > SCRUBBER_MAX_BYTES:
         raise ValueError(

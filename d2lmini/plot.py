@@ -272,8 +272,10 @@ def plot_snapshots(snapshots, probe, picks, head=None, figsize=None):
         image = ax.imshow(w.numpy(), cmap="Reds", vmin=0, vmax=1,
                           aspect="auto")
         out = snapshots.out_tokens[k][probe]
-        ax.set_xticks(range(len(src)), src, rotation=60, ha="right")
-        ax.set_yticks(range(len(out)), out)
+        # The model's tokens as written: two "$" are no math.
+        ax.set_xticks(range(len(src)), src, rotation=60, ha="right",
+                      parse_math=False)
+        ax.set_yticks(range(len(out)), out, parse_math=False)
         ax.set_title(f"step {snapshots.steps[k]}")
         ax.set_xlabel("English (source)")
     axes[0].set_ylabel("French (output)")

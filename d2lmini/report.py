@@ -21,9 +21,11 @@ def _number(name, x):
     if isinstance(x, bool) or not isinstance(x, numbers.Real):
         try:  # a 0-d tensor or NumPy scalar
             x = x.item()
-        except (AttributeError, ValueError):
+        except (AttributeError, ValueError, RuntimeError):
             raise TypeError(f"{name} must be a number, got {x!r} "
-                            f"({type(x).__name__})") from None
+                            f"({type(x).__name__}); a tensor or array "
+                            "must hold one element: reduce it first "
+                            "(.mean(), [i])") from None
         if isinstance(x, bool) or not isinstance(x, numbers.Real):
             raise TypeError(f"{name} must be a number, got {x!r}")
     x = float(x)
@@ -101,7 +103,7 @@ def table(rows, header):
         header: the column names.
     """
     header = [str(h) for h in header]
-    rows = [list(r) for r in rows]
+    rows = [[_cell(c, i) for c in r] for i, r in enumerate(rows)]
     for i, row in enumerate(rows):
         if len(row) != len(header):
             raise ValueError(f"row {i} has {len(row)} cells, the header "
@@ -118,6 +120,20 @@ def table(rows, header):
                      .rstrip())
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+def _cell(value, row):
+    """A table cell: a one-element tensor or array as its number; one
+    with more elements is refused (it would print as ``tensor([...])``)."""
+    if hasattr(value, "shape") and hasattr(value, "item"):
+        try:
+            return value.item()
+        except (ValueError, RuntimeError):
+            raise TypeError(
+                f"row {row} has a cell of shape {tuple(value.shape)}: a "
+                "cell holds one value; reduce it first (.mean(), [i]) or "
+                "format it as a string") from None
+    return value
 
 
 def _numeric(text):

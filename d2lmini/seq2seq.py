@@ -3,7 +3,7 @@
 Shape legend for every comment and docstring in this module:
     B  batch size       S  source steps (the keys)   T  target steps
     E  embed_size       D  num_hiddens               V  vocabulary size
-    h  attention heads  N  non-pad target tokens of a batch
+    h  attention heads  R  non-pad target tokens of a batch (packed rows)
 
 Tensors are batch-first, (B, T, ...), unlike d2l's time-major encoder
 output; GRU states are (num_layers, B, D) as in PyTorch.  Every decoder
@@ -124,7 +124,7 @@ def _check_sorted(lengths, X):
 def _pack_ids(X, lengths):
     """The ids of the first ``lengths`` steps of each row, packed.
 
-    Returns the ids (N,) and their rows (N,), time-major: all rows at
+    Returns the ids (R,) and their rows (R,), time-major: all rows at
     step 0, then the rows still running at step 1, ... (PyTorch's packed
     order); and the number of rows at each step.
     """
@@ -139,8 +139,8 @@ def _gru_layer(gates_x, h, w_hh, b_hh, sizes):
     """One GRU layer over packed steps, given its input projections.
 
     Shape:
-        gates_x (N, 3D) = W_ih x + b_ih, packed; h (B, D) initial state;
-        sizes: rows per step.  Returns the outputs (N, D), packed.
+        gates_x (R, 3D) = W_ih x + b_ih, packed; h (B, D) initial state;
+        sizes: rows per step.  Returns the outputs (R, D), packed.
     """
     outputs = []
     for gx in gates_x.split(sizes):  # (n, 3D)
@@ -152,7 +152,7 @@ def _gru_layer(gates_x, h, w_hh, b_hh, sizes):
         n = torch.tanh(n + r * hn)
         h = n + z * (h - n)  # (1 - z) * n + z * h
         outputs.append(h)
-    return torch.cat(outputs)  # (N, D)
+    return torch.cat(outputs)  # (R, D)
 
 
 class DecoderState(NamedTuple):
@@ -218,23 +218,23 @@ class Seq2SeqDecoder(nn.Module):
                 order, each in [1, T].
 
         Returns:
-            (N, D) features, time-major: all rows at step 0, then the
+            (R, D) features, time-major: all rows at step 0, then the
             rows still running at step 1, ... (PyTorch's packed order).
         """
         ids, rows, sizes = _pack_ids(X, lengths)
-        x = self.embedding(ids)  # (N, E)
+        x = self.embedding(ids)  # (R, E)
         E = x.shape[1]
         for layer, weights in enumerate(self.rnn.all_weights):
             w_ih, w_hh, b_ih, b_hh = weights
             if layer == 0:  # input [x; context], the context fixed per row
                 per_row = F.linear(state.context, w_ih[:, E:], b_ih)
                 gates_x = F.linear(x, w_ih[:, :E]) \
-                    + per_row.index_select(0, rows)  # (N, 3D)
+                    + per_row.index_select(0, rows)  # (R, 3D)
             else:
                 x = F.dropout(x, self.rnn.dropout, self.training)
                 gates_x = F.linear(x, w_ih, b_ih)
             x = _gru_layer(gates_x, state.hidden[layer], w_hh, b_hh, sizes)
-        return x  # (N, D)
+        return x  # (R, D)
 
 
 class Seq2Seq(nn.Module):
@@ -286,7 +286,7 @@ class Seq2Seq(nn.Module):
 
         The loss equals ``self.loss(self(src, tgt_input, src_valid_len),
         label)``, but the decoder runs only as far as each label goes
-        and the output layer only sees the N non-pad positions.
+        and the output layer only sees the R non-pad positions.
         """
         src, tgt_input, src_valid_len, label = batch
         _check_ids(label, "label")
@@ -314,8 +314,8 @@ class Seq2Seq(nn.Module):
         enc_outputs = self.encoder(src, src_valid_len)
         state = self.decoder.init_state(enc_outputs, src_valid_len)
         features = self.decoder.forward_packed(tgt_input, state,
-                                               lengths[order])  # (N, D)
-        targets = label.t()[mask[order].t()]  # (N,) in the same order
+                                               lengths[order])  # (R, D)
+        targets = label.t()[mask[order].t()]  # (R,) in the same order
         loss = F.cross_entropy(self.decoder.dense(features), targets)
         return loss, num_tokens
 

@@ -10,7 +10,10 @@ French puts after its noun), keeping each one's output, sentence BLEU
 and attention to the source, and it measures the mean training loss
 since the last snapshot, the val loss and the val split's BLEU.
 Recording changes nothing that is trained: the model is evaluated in
-eval mode without gradients and no random number is drawn.
+eval mode without gradients and put back in train mode, and the
+trainer restores the global random generators after each callback (a
+``DataLoader`` draws a number from them each time it is iterated, and
+the same generators draw the dropout masks).
 
 ``d2lmini.cache.train_or_load(recipe, snapshots=True)`` records them
 while it trains and keeps them in the model's own cache file.
@@ -47,7 +50,7 @@ def snapshot_steps(last_step, num=NUM_SNAPSHOTS):
     """The steps to record, ``round(last_step * (i / (num - 1)) ** 2)``
     for ``i = 0 .. num - 1`` without repeats: 0 (before the first
     update), ``last_step``, and denser early, where attention changes
-    fastest.  For 1000 steps: 0, 1, 3, 6, 11, 16, 24, ..., 948, 1000."""
+    fastest.  For 1000 steps: 0, 1, 3, 6, 11, 16, 24, ..., 949, 1000."""
     check_int("last_step", last_step, 1)
     check_int("num", num, 2)
     return sorted({round(last_step * (i / (num - 1)) ** 2)
@@ -80,7 +83,8 @@ def choose_probes(data, num=NUM_PROBES, num_reorder=NUM_REORDER_PROBES,
     Among the split's unique sources whose words are all in the source
     vocabulary (a heatmap over ``<unk>`` says little), the first
     ``num_reorder`` in split order with an adjective of ``POSTNOMINAL``
-    before a noun, then sentences at evenly spaced ranks of the rest
+    before a noun (both among the first ``data.num_steps`` tokens, the
+    attention's columns), then sentences at evenly spaced ranks of the rest
     sorted by length (shortest to longest), ``num`` in all.  Falls back
     to every source when none has only known words.
 
@@ -100,9 +104,12 @@ def choose_probes(data, num=NUM_PROBES, num_reorder=NUM_REORDER_PROBES,
     tokens = {s: data.tokens(s) for s in sources}
     known = [s for s in sources
              if all(t in data.src_vocab for t in tokens[s])] or sources
+    # The attention has a column for each of the first num_steps tokens
+    # only (with <eos>): a pair beyond them cannot be read from it.
+    width = getattr(data, "num_steps", None)
     reorder = {}
     for s in known:
-        pair = _adjective_noun(tokens[s])
+        pair = _adjective_noun(tokens[s][:width])
         if pair is not None and len(reorder) < min(num_reorder, num):
             reorder[s] = pair
     rest = sorted((s for s in known if s not in reorder),

@@ -15,6 +15,7 @@ import dataclasses
 import datetime
 import hashlib
 import json
+import math
 import statistics
 import time
 
@@ -23,7 +24,13 @@ import torch
 from . import corpus
 from .cache import code_fingerprint, training_device
 from .experiment import build_data, build_model
-from .utils import atomic_write, check_int, machine, set_seed
+from .utils import (
+    atomic_write,
+    check_int,
+    keep_random_state,
+    machine,
+    set_seed,
+)
 
 __all__ = ["EqualTime", "equal_time_steps", "seconds_per_step"]
 
@@ -123,6 +130,33 @@ class EqualTime:
                 f"{self.reference_steps:,}")
 
 
+def _read_record(path, reference_steps):
+    """The ``EqualTime`` that ``path`` records, or None when the file
+    cannot be read or its numbers do not hold together (positive
+    milliseconds, the ratio of them, the step count they give)."""
+    try:
+        record = json.loads(path.read_text())
+        result = EqualTime(**record, reused=True)
+    except (OSError, ValueError, TypeError):
+        return None
+    ms = result.ms
+    numbers = [ms.get("reference"), ms.get("other"), result.ratio] \
+        if isinstance(ms, dict) and set(ms) == {"reference", "other"} \
+        else [None]
+    if not all(isinstance(x, (int, float)) and not isinstance(x, bool)
+               and math.isfinite(x) and x > 0 for x in numbers):
+        return None
+    ratio = ms["reference"] / ms["other"]
+    if not (math.isclose(result.ratio, ratio)
+            and result.reference_steps == reference_steps
+            and type(result.steps) is int and result.steps >= 1
+            and result.steps == round(reference_steps * ratio)
+            and isinstance(result.date, str)
+            and isinstance(result.machine, str)):
+        return None
+    return result
+
+
 def _machine_words():
     m = machine()
     return f"{m['cpu']}, {m['threads']} threads, {training_device()}"
@@ -149,7 +183,9 @@ def equal_time_steps(reference, other, reference_steps=None, *, rounds=3,
     machine slows both; the medians give the ratio.  The result is kept
     in the cache folder and reused by later calls on this machine with
     the same recipes, code, torch, CPU, thread count and device (pass
-    ``remeasure=True`` to time again).
+    ``remeasure=True`` to time again; a record whose numbers do not
+    hold together is measured again too).  Python's, NumPy's and
+    torch's global generators end as they began, measured or reused.
 
     Args:
         reference, other: ``Recipe``s with the same data settings.
@@ -172,15 +208,15 @@ def equal_time_steps(reference, other, reference_steps=None, *, rounds=3,
             f"{_data_fields(reference)} and {_data_fields(other)}")
     path = _record_path(reference, other, reference_steps, rounds, steps)
     if path.is_file() and not remeasure:
-        try:
-            return EqualTime(**json.loads(path.read_text()), reused=True)
-        except (ValueError, TypeError):
-            pass  # an unreadable record: measure again
-    data = build_data(reference)
-    batches = _spread_batches(data, WARMUP + steps)
+        record = _read_record(path, reference_steps)
+        if record is not None:  # else unreadable or nonsense: measure
+            return record
     device = torch.device(training_device())
     seconds = {"reference": [], "other": []}
-    with torch.random.fork_rng(devices=[]):
+    # The global generators end as they began, measured or reused.
+    with keep_random_state(device.type):
+        data = build_data(reference)
+        batches = _spread_batches(data, WARMUP + steps)
         for i in range(rounds):
             # The first of a pair alternates from round to round.
             order = (("reference", reference), ("other", other))

@@ -19,10 +19,13 @@ changing it: an object with
 training stops at, at the latest, or None when only a time limit
 bounds it) and ``on_step_end(trainer, model, step)`` (after the
 update of that step, counted from 1), either optional.  Their time
-is not part of ``History.train_time``.  A callback that puts the model
-in eval mode must put it back, and one that draws random numbers must
-restore the generators, or it changes what is trained
-(``d2lmini.snapshots.SnapshotRecorder`` does neither).
+is not part of ``History.train_time``.  The trainer restores the
+global random generators after each callback and each validation
+(``d2lmini.utils.keep_random_state``), so that what they draw (a
+``DataLoader`` draws a seed from the global generator each time it is
+iterated) changes no dropout mask: a run trains the same weights with
+or without them.  A callback that puts the model in eval mode must put
+it back (``d2lmini.snapshots.SnapshotRecorder`` does).
 
 The trainer owns the learning-rate schedule: a linear warm-up over
 ``warmup_steps`` and, optionally, a cosine decay to zero at the last
@@ -38,7 +41,7 @@ from dataclasses import dataclass, field
 import torch
 from tqdm.auto import tqdm
 
-from .utils import check_int, set_seed
+from .utils import check_int, keep_random_state, set_seed
 
 __all__ = ["SCHEDULES", "History", "Trainer"]
 
@@ -234,14 +237,15 @@ class Trainer:
             step: the training step, named in the error on a NaN loss.
 
         Returns:
-            The mean loss (a float); the model's train/eval mode is kept.
+            The mean loss (a float); the model's train/eval mode and the
+            global random generators are kept.
         """
         step_fn = getattr(model, "validation_step", model.training_step)
         modes = [(m, m.training) for m in model.modules()]
         model.eval()
         total, count = 0.0, 0
         try:
-            with torch.no_grad():
+            with torch.no_grad(), keep_random_state(self.device.type):
                 for batch in loader:
                     batch = self._to_device(batch)
                     loss, num = _unpack(step_fn(batch), batch,
@@ -361,11 +365,13 @@ class Trainer:
         return hist
 
     def _call(self, name, model, step):
-        """Call every callback's ``name`` method that it has."""
+        """Call every callback's ``name`` method that it has, keeping
+        the global random generators as they were."""
         for cb in self.callbacks:
             method = getattr(cb, name, None)
             if callable(method):
-                method(self, model, step)
+                with keep_random_state(self.device.type):
+                    method(self, model, step)
 
     def _should_stop(self):
         hist = self.history

@@ -17,7 +17,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-__all__ = ["atomic_write", "check_int", "check_shape", "machine", "set_seed"]
+__all__ = ["atomic_write", "check_int", "check_shape", "keep_random_state",
+           "machine", "set_seed"]
 
 
 def set_seed(seed):
@@ -32,6 +33,39 @@ def set_seed(seed):
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)  # also seeds every CUDA device
+
+
+@contextlib.contextmanager
+def keep_random_state(device_type=None):
+    """Run the ``with`` block, then put Python's, NumPy's and PyTorch's
+    global generators back as they were when it began, so that what the
+    block draws or seeds changes no later draw (such as the dropout
+    masks of a training run that the block watches).
+
+    Args:
+        device_type: whose generator to keep besides the CPU's:
+            ``'cuda'`` (every CUDA device's), ``'mps'`` (the Apple
+            GPU's) or ``'cpu'`` (none); None: the first of these that
+            this machine has, as ``Trainer(device='auto')`` picks.
+    """
+    if device_type is None:
+        device_type = ("cuda" if torch.cuda.is_available() else "mps"
+                       if torch.backends.mps.is_available() else "cpu")
+    if device_type == "cuda":
+        devices = list(range(torch.cuda.device_count()))
+    elif device_type == "mps":
+        devices = [0]  # one Apple GPU, one generator
+    else:
+        devices = []
+    python, numpy = random.getstate(), np.random.get_state()
+    with torch.random.fork_rng(
+            devices=devices,
+            device_type="mps" if device_type == "mps" else "cuda"):
+        try:
+            yield
+        finally:
+            random.setstate(python)
+            np.random.set_state(numpy)
 
 
 def check_shape(tensor, shape):

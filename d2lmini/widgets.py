@@ -121,9 +121,10 @@ def translation_explorer(models, data, examples, max_len=None):
             isinstance(s, str) for s in examples):
         raise TypeError("examples must be a list of English sentences, "
                         f"e.g. ['go .'], got {examples!r}")
-    if not examples or not all(s.strip() for s in examples):
+    if not examples or not all(data.tokens(s) for s in examples):
         raise ValueError("examples must hold at least one sentence, and "
-                         f"no empty one; got {examples!r}")
+                         "none without tokens (translate refuses those); "
+                         f"got {examples!r}")
     check_int("max_len", max_len, none_ok=True)
     cache = {}  # (model name, sentence) -> Translation
 
@@ -184,7 +185,7 @@ def _live_page(models, data, sentence, result):
         if busy:
             return
         sentence = text.value.strip()
-        if not sentence:
+        if not data.tokens(sentence):  # nothing to translate (yet)
             message.value, image.value = TRANSLATION_HINT, b""
             image.layout.display = "none"
             return

@@ -13,13 +13,19 @@ that folder as ``_static/models/``.  The export scores the weights it
 writes on the test split (a few seconds a model) and records the sha256
 and BLEU of the weights the notebook evaluated, from its output: the
 page says whether it runs those weights or others that this machine
-trained from the same code and seed.  A folder that already holds the
-same checkpoint, fingerprint and notebook record, and weights of the
-sha256 its manifest names, is kept.  The script deletes only its own
-exports (``seq2seq-*`` folders of a manifest and weights files) that no
-notebook runs any more, and refuses a ``--dest`` that holds anything
-else.  It holds a lock (``--dest/.export.lock``) while it works: a second
-export into the same folder waits for the first.  Two
+trained from the same code and seed.  A folder is kept only if its
+manifest is the one the script would write now: the bytes it wrote
+there (their sha256 is in ``manifest.json.sha256`` beside it) of the
+current format, checkpoint, fingerprint and notebook record, and the
+weights are the bytes of the sha256 it names; an edited or damaged
+manifest, or damaged weights, are exported again.  The script deletes
+only its own exports (``seq2seq-*`` folders of a manifest and weights
+files) that no notebook runs any more, and refuses a ``--dest`` that
+holds anything else, a symbolic link among its exports, or a
+``seq2seq-*`` folder whose damaged manifest it cannot prove its own
+(none of the weights there is named by its own sha256).  It holds a lock
+(``--dest/.export.lock``) while it works: a second export into the same
+folder waits for the first.  Two
 translator outputs that name one checkpoint with different fingerprints
 (or weights) fail: the site serves one model per checkpoint name.
 
@@ -33,6 +39,7 @@ import argparse
 import contextlib
 import hashlib
 import json
+import os
 import shutil
 import sys
 import time
@@ -62,29 +69,22 @@ def translators(notebook):
 
 
 def export(spec, dest):
-    """Export one translator's model; return a line saying what it did."""
+    """Export one translator's model into ``dest/<checkpoint>/``, unless
+    the export there is ``up_to_date``, with the sha256 of the manifest
+    written (``DIGEST``); return a line saying what it did."""
     from d2lmini.cache import checkpoint_path, fingerprint, train_or_load
     from d2lmini.experiment import CHAPTER_RECIPE, TRANSFORMER_RECIPE, Recipe
-    from d2lmini.live import MANIFEST_FORMAT, export_model, notebook_record
+    from d2lmini.live import export_model
+    from d2lmini.utils import atomic_write
 
     recipe = Recipe(**spec["recipe"])
     name = spec["checkpoint"]
     if checkpoint_path(recipe).stem != name:
         raise SystemExit(f"{name}: its recipe now makes "
                          f"{checkpoint_path(recipe).stem}; run make execute")
-    manifest = dest / name / "manifest.json"
-    if manifest.is_file():
-        saved = json.loads(manifest.read_text())
-        weights = dest / name / str(saved.get("weights"))
-        have = (saved.get("format"), saved.get("fingerprint"),
-                saved.get("notebook"))
-        want = (MANIFEST_FORMAT, spec["fingerprint"], notebook_record(spec))
-        # Up to date only if the weights are the bytes the manifest names:
-        # a damaged file is exported again, not kept for ever.
-        if weights.is_file() and have == want and hashlib.sha256(
-                weights.read_bytes()).hexdigest() == saved.get(
-                    "weights_sha256"):
-            return f"{name}: up to date ({weights_line(saved)})"
+    saved = up_to_date(dest / name, spec)
+    if saved is not None:
+        return f"{name}: up to date ({weights_line(saved)})"
     if not checkpoint_path(recipe).is_file():
         print(f"{name}: not in the checkpoint cache, training it now "
               "(about 80 s on 2 CPU cores)...", flush=True)
@@ -102,34 +102,113 @@ def export(spec, dest):
             f"{' and '.join(changed)}; run `make execute` so that the page "
             "runs the model the section reports")
     folder = export_model(recipe, run, dest, evaluated=spec)
-    saved = json.loads((folder / "manifest.json").read_text())
+    # What up_to_date compares the manifest with; written after it, so a
+    # crash in between leaves an export that is done again.
+    raw = (folder / "manifest.json").read_bytes()
+    with atomic_write(folder / DIGEST) as f:
+        f.write(f"{hashlib.sha256(raw).hexdigest()}  manifest.json\n"
+                .encode("ascii"))
+    saved = json.loads(raw)
     how = "trained and exported" if run.trained else "exported"
     return (f"{name}: {how} in {time.perf_counter() - start:.0f} s "
             f"({saved['weights_bytes'] / 1e6:.1f} MB of weights; "
             f"{weights_line(saved)})")
 
 
-def is_export(folder):
-    """Whether ``folder`` is one this script wrote: a ``seq2seq-*`` folder
-    whose ``manifest.json`` is an export's (format, weights, fingerprint)
-    and which holds nothing but that manifest and weights files."""
-    manifest = folder / "manifest.json"
-    if not (folder.is_dir() and folder.name.startswith("seq2seq-")
-            and manifest.is_file()):
-        return False
+# Beside an export's manifest.json, the sha256 of the bytes the script
+# wrote there, as ``sha256sum`` writes it (``sha256sum -c`` checks it).
+DIGEST = "manifest.json.sha256"
+
+
+def up_to_date(folder, spec):
+    """The manifest of the export in ``folder`` (a dict) if it is the one
+    the script would write now for the translator payload ``spec``, else
+    None (no export there, or one to do again).
+
+    Its bytes must be those the script wrote (the sha256 in ``DIGEST``):
+    a manifest edited since (a vocabulary, a size, the tensors' layout,
+    the BLEU) or damaged is exported again.  They must also be of the
+    current ``MANIFEST_FORMAT``, checkpoint, fingerprint and notebook
+    record, and the weights file must hold the bytes of the sha256 the
+    manifest names.  The rest follows from these: the fingerprint names
+    the recipe, data, training code and torch that made the weights, and
+    a change of what ``export_model`` writes changes the format."""
+    from d2lmini.live import MANIFEST_FORMAT, notebook_record
+
     try:
-        saved = json.loads(manifest.read_text())
-    except (OSError, ValueError):
+        raw = (folder / "manifest.json").read_bytes()
+        recorded = (folder / DIGEST).read_text(encoding="ascii").split()
+        if recorded[:1] != [hashlib.sha256(raw).hexdigest()]:
+            return None
+        saved = json.loads(raw)
+        have = tuple(saved.get(k) for k in (
+            "format", "checkpoint", "fingerprint", "notebook"))
+        want = (MANIFEST_FORMAT, folder.name, spec["fingerprint"],
+                notebook_record(spec))
+        weights = (folder / saved["weights"]).read_bytes()
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    if have != want or hashlib.sha256(weights).hexdigest() != saved.get(
+            "weights_sha256"):
+        return None
+    return saved
+
+
+def _is_weights(path):
+    """Whether ``path`` is named like the weights files of an export."""
+    return path.name.startswith("weights-") and path.name.endswith(".bin")
+
+
+def _export_files_only(folder):
+    """Whether ``folder`` is a ``seq2seq-*`` folder (not a link) that
+    holds a manifest.json and nothing but the files an export holds, each
+    a plain file (not a link): the manifest, its ``DIGEST``, weights
+    files and, beside them, the temporary files of an interrupted write
+    (d2lmini.utils.atomic_write: ".<name>.<random>.part")."""
+    if not (folder.is_dir() and not folder.is_symlink()
+            and folder.name.startswith("seq2seq-")
+            and (folder / "manifest.json").is_file()):
         return False
-    if not isinstance(saved, dict) or not {"format", "weights",
-                                           "fingerprint"} <= saved.keys():
-        return False
-    # Beside them, the temporary files of an interrupted write
-    # (d2lmini.utils.atomic_write: ".<name>.<random>.part").
-    return all(p.name == "manifest.json" or p.is_file() and (
-        p.name.startswith("weights-") and p.name.endswith(".bin")
+    return all(p.is_file() and not p.is_symlink() and (
+        p.name in ("manifest.json", DIGEST) or _is_weights(p)
         or p.name.startswith(".") and p.name.endswith(".part"))
         for p in folder.iterdir())
+
+
+def _damaged(manifest):
+    """Why ``manifest`` is not JSON (a damaged file: cut short, zeroed
+    by a crash), or None if it is JSON."""
+    try:
+        json.loads(manifest.read_bytes())
+    except (OSError, ValueError) as e:
+        return f"{type(e).__name__}: {e}"
+    return None
+
+
+def _named_by_sha256(folder):
+    """Whether a weights file in ``folder`` is named by the sha256 of its
+    bytes, as ``export_model`` names them (``weights-<sha256[:16]>.bin``):
+    no other program names a file so by chance."""
+    return any(p.name == "weights-" + hashlib.sha256(
+        p.read_bytes()).hexdigest()[:16] + ".bin"
+        for p in folder.iterdir() if _is_weights(p))
+
+
+def is_export(folder):
+    """Whether ``folder`` is one this script wrote: a ``seq2seq-*`` folder
+    (not a link) that holds nothing but a manifest and weights files
+    (``_export_files_only``), whose ``manifest.json`` is an export's
+    (format, weights, fingerprint), or is damaged (not JSON) beside
+    weights named by their own sha256 (``_named_by_sha256``): the script
+    exports such a folder again, or deletes it if no notebook runs it.
+    A manifest that is JSON but not an export's is another program's."""
+    if not _export_files_only(folder):
+        return False
+    if _damaged(folder / "manifest.json"):
+        return _named_by_sha256(folder)
+    saved = json.loads((folder / "manifest.json").read_bytes())
+    return isinstance(saved, dict) and {"format", "weights",
+                                        "fingerprint"} <= saved.keys()
 
 
 # The lock file export_lock keeps in --dest (check_dest accepts it).
@@ -172,14 +251,39 @@ def export_lock(dest, wait=True):
 def check_dest(dest):
     """Refuse a destination that holds anything but this script's exports
     (the default ``assets/models`` or a new or empty folder), before
-    anything is written or deleted there."""
+    anything is written or deleted there.  A symbolic link in it, or in
+    an export's folder, is refused by name (the script would write or
+    delete where it points), and so is a ``seq2seq-*`` folder whose
+    damaged manifest ``is_export`` cannot prove the script's own: its
+    files are kept for whoever knows what they are."""
     if not dest.exists():
         return
     if not dest.is_dir():
         raise SystemExit(f"--dest {dest} is a file: give the models folder "
                          "(assets/models) or a new or empty folder")
-    foreign = sorted(p.name for p in dest.iterdir()
-                     if not (is_export(p) or p.name == LOCK and p.is_file()))
+    foreign = []
+    for p in sorted(dest.iterdir()):
+        inside = sorted(p.iterdir()) if p.name.startswith("seq2seq-") and \
+            p.is_dir() and not p.is_symlink() else []
+        link = next((q for q in [p, *inside] if q.is_symlink()), None)
+        if link is not None:
+            raise SystemExit(
+                f"{link} is a symbolic link (to {os.readlink(link)}): this "
+                "script writes and deletes only files it made in --dest, "
+                "not what a link points to; remove the link (not what it "
+                "points to), or give another --dest")
+        if is_export(p) or p.name == LOCK and p.is_file():
+            continue
+        why = _export_files_only(p) and _damaged(p / "manifest.json")
+        if why:
+            raise SystemExit(
+                f"{p / 'manifest.json'} is damaged ({why}) and no weights "
+                "file beside it is named by its own sha256, as this "
+                "script names them: it cannot tell that folder from one "
+                "it did not write, so it neither exports it again nor "
+                f"deletes it; delete {p} if it is an export (the script "
+                "writes it again), or move it out of --dest")
+        foreign.append(p.name)
     if foreign:
         shown = ", ".join(foreign[:5]) + (" ..." if len(foreign) > 5 else "")
         raise SystemExit(

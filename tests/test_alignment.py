@@ -118,3 +118,42 @@ def test_formation_finds_the_steps_and_the_early_sharp_phase():
     assert (k, token, share) == (1, ".", 1.0)
     assert top == pytest.approx(1.0)
     assert formation(_snapshots([diagonal, diagonal]))["peak"] is None
+
+
+def test_formation_has_no_peak_unless_the_diagonal_share_rises():
+    on_first, on_last = torch.zeros(3, 4), torch.zeros(3, 4)
+    on_first[:, 0] = 1.0  # diagonal share 1/3
+    on_last[:, 3] = 1.0  # diagonal share 2/3
+    diagonal = torch.eye(4)[:3]  # diagonal share 1
+    falling = formation(_snapshots([diagonal, diagonal, on_last, on_last]))
+    assert falling["diagonal"] == pytest.approx([1, 1, 2 / 3, 2 / 3])
+    assert falling["diagonal_step"] == 2  # the step of its fall
+    assert falling["peak"] is None
+    flat = formation(_snapshots([on_last, on_last, on_last]))
+    assert flat["diagonal_step"] is None and flat["peak"] is None
+    # up, then down below where it started: no rise either
+    back = formation(_snapshots([on_last, diagonal, on_first]))
+    assert back["diagonal"] == pytest.approx([2 / 3, 1, 1 / 3])
+    assert back["peak"] is None
+    # a rise still has its peak
+    rising = formation(_snapshots([on_last, on_last, diagonal]))
+    assert rising["diagonal_step"] == 2 and rising["peak"][0] == 0
+
+
+def test_the_measures_build_their_tensors_on_the_attention_device():
+    """Attention on a GPU must not meet a helper tensor on the CPU: with
+    the default device set to "meta", a tensor built without the
+    input's device lands there and the measure raises."""
+    maps = [torch.full((3, 4), 0.25), torch.eye(4)[:3],
+            torch.stack([torch.eye(4)[:3], torch.full((3, 4), 0.25)])]
+    snaps = _snapshots([maps[0], maps[1], maps[1]])
+    want = ([concentration(m) for m in maps],
+            [diagonal_share(m) for m in maps], formation(snaps))
+    double = torch.eye(5, dtype=torch.float64)
+    with torch.device("meta"):
+        got = ([concentration(m) for m in maps],
+               [diagonal_share(m) for m in maps], formation(snaps))
+        # float64 attention too: the helpers follow the rows
+        assert diagonal_share(double) == 1.0
+        assert concentration(double) == pytest.approx(1.0)
+    assert got == want

@@ -72,10 +72,11 @@ def test_beam_of_one_is_greedy(kind):
     assert seen == {True, False}, "the test needs both kinds of sentence"
 
 
-def log_probs(model, src, valid, outputs):
+def log_probs(model, src, valid, outputs, forbid=()):
     """log P(ids | src) of every output ids, by teacher forcing: one
     forward over all of them at once (the decoders are causal: a
-    prefix's probability does not depend on what follows it)."""
+    prefix's probability does not depend on what follows it); the
+    ``forbid`` tokens' logits are -inf, as beam search sets them."""
     T = max(len(ids) for ids in outputs)
     X = torch.tensor([[BOS, *ids, *[PAD] * (T - len(ids))][:T]
                       for ids in outputs])
@@ -83,38 +84,45 @@ def log_probs(model, src, valid, outputs):
     with torch.no_grad():
         enc = model.encoder(src.expand(n, -1), valid.expand(n))
         state = model.decoder.init_state(enc, valid.expand(n))
-        logp = torch.log_softmax(model.decoder(X, state)[0].double(), -1)
+        logits = model.decoder(X, state)[0].double()
+        logits[..., list(forbid)] = -torch.inf
+        logp = torch.log_softmax(logits, -1)
     return [float(sum(logp[i, t, tok] for t, tok in enumerate(ids)))
             for i, ids in enumerate(outputs)]
 
 
-def every_output(V, T):
-    """Every output of at most T steps: (ids, ended with <eos>)."""
-    symbols = [t for t in range(V) if t != EOS]
+def every_output(V, T, forbid=()):
+    """Every output of at most T steps without the ``forbid`` tokens:
+    (ids, ended with <eos>)."""
+    symbols = [t for t in range(V) if t != EOS and t not in forbid]
     found = [([*body, EOS], True) for n in range(1, T + 1)
              for body in itertools.product(symbols, repeat=n - 1)]
     return found + [(list(body), False)
                     for body in itertools.product(symbols, repeat=T)]
 
 
+@pytest.mark.parametrize("forbid", [(), (PAD, BOS)])
 @pytest.mark.parametrize("kind", KINDS)
-def test_a_beam_as_wide_as_every_output_finds_the_best(kind):
-    """With V = 5 and max_len = 3 there are 5 + 20 + 80 + 64 outputs;
-    a beam of 5 ** 3 keeps them all, so for every length penalty it must
-    return the one an exhaustive search scores best, with that score,
-    and rank every hypothesis it returns by its true score."""
+def test_a_beam_as_wide_as_every_output_finds_the_best(kind, forbid):
+    """With V = 5 and max_len = 3 there are 5 + 20 + 80 + 64 outputs
+    (1 + 2 + 4 + 8 without <pad> and <bos>, whose logits are then -inf,
+    so that the others' log-probabilities are renormalised); a beam of
+    5 ** 3 keeps them all, so for every length penalty it must return
+    the one an exhaustive search scores best, with that score, and rank
+    every hypothesis it returns by its true score."""
     V, T = 5, 3
     model = peaky_model(kind, V, seed=1, eos_bias=0.5)
     src, lens = sources(3, 4, V, seed=2)
-    outputs = every_output(V, T)
+    outputs = every_output(V, T, forbid)
     for i in range(len(src)):
         one, valid = src[i:i + 1, :int(lens[i])], lens[i:i + 1]
         true = dict(zip((tuple(ids) for ids, _ in outputs),
                         log_probs(model, one, valid,
-                                  [ids for ids, _ in outputs])))
+                                  [ids for ids, _ in outputs], forbid)))
         for alpha in (0.0, 0.6, 2.0):
             got = beam_decode(model, src[i:i + 1], lens[i:i + 1], BOS, EOS,
-                              T, beam_size=V ** T, length_penalty=alpha)[0]
+                              T, beam_size=V ** T, length_penalty=alpha,
+                              forbid=forbid)[0]
             scored = sorted(((true[tuple(ids)] / length_penalty_of(
                 len(ids), alpha), ids, done) for ids, done in outputs),
                 reverse=True)

@@ -20,7 +20,7 @@ import torch
 from test_experiment import TINY, synthetic_corpus  # noqa: F401
 from test_trainer import Regression
 
-from d2lmini import cache, corpus, experiment
+from d2lmini import cache, corpus, experiment, utils
 from d2lmini.cache import load_checkpoint, save_checkpoint
 from d2lmini.trainer import History
 
@@ -205,7 +205,7 @@ def test_the_training_devices_generator_is_kept(monkeypatch, device,
         return real(devices=[], device_type="cuda")
 
     monkeypatch.setattr(torch.random, "fork_rng", spy)
-    with cache._global_generators_kept(device):
+    with utils.keep_random_state(device):
         pass
     assert calls == [(devices, "mps" if device == "mps" else "cuda")]
 

@@ -739,6 +739,11 @@ def corrupted_manifests(manifest, heads):
         f"tensor {bias} is missing"
     yield "extra tensor", edit(tensors={**tensors, "decoder.extra": {
         "shape": [1], "offset": 0}}), "decoder.extra is not part of"
+    # Names that a plain object inherits: `name in expected` passed them
+    # (issue 39, point 15).  JSON.parse makes "__proto__" an own name.
+    for name in ("constructor", "toString", "__proto__", "hasOwnProperty"):
+        yield f"extra tensor {name}", edit(tensors={**tensors, name: {
+            "shape": [1], "offset": 0}}), f"tensor {name} is not part of"
     yield "more layers", edit(num_layers=manifest["num_layers"] + 1), \
         "is missing"
     yield "no tensors", edit(tensors=None), "tensors is missing"

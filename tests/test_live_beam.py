@@ -114,4 +114,6 @@ def test_live_js_beam_search_says_what_is_wrong_with_its_settings(
     assert bad[1] == "the beam size must be a whole number >= 1, not 2.5"
     assert bad[2] == "the length penalty must be a finite number >= 0, not -1"
     assert bad[3] == "the length penalty must be a finite number >= 0, not NaN"
-    assert bad[4] == "the length penalty must be a finite number >= 0, not 1"
+    # The string "1" is named as a string, not as the number 1.
+    assert bad[4] == \
+        'the length penalty must be a finite number >= 0, not "1"'

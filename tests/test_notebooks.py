@@ -192,6 +192,35 @@ def test_the_machinery_rule_sees_what_it_should():
     assert not MACHINERY.search("d2l.notebook.show_source(f)")
 
 
+# Outside a code span, the site reads "<unk>" as an HTML tag (the word
+# vanishes) and two "$" as math; tokens belong in `backticks`.
+MARKUP_IN_TOKENS = re.compile(r"<(?:unk|eos|bos|pad|cls|mask)>")
+
+
+def _outside_code(text):
+    text = re.sub(r"```.*?```", "", text, flags=re.S)
+    return CODE_SPAN.sub("", text)
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_special_tokens_in_markdown_are_in_code_spans(name):
+    nb = nbformat.read(ROOT / name, as_version=4)
+    found = {i: MARKUP_IN_TOKENS.findall(_outside_code(cell.source))
+             for i, cell in enumerate(nb.cells)
+             if cell.cell_type == "markdown"}
+    found = {i: tokens for i, tokens in found.items() if tokens}
+    assert not found, (
+        f"{name}: markdown cells {found} name a special token outside "
+        "`code`, which the site renders as an HTML tag: put it in "
+        "backticks")
+
+
+def test_the_token_rule_sees_what_it_should():
+    assert MARKUP_IN_TOKENS.search(_outside_code("*qui est votre <unk> ?*"))
+    assert not MARKUP_IN_TOKENS.search(_outside_code("the `<unk>` token"))
+    assert not MARKUP_IN_TOKENS.search(_outside_code("```\n<eos>\n```"))
+
+
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_result_numbers_in_markdown_cells_come_from_the_run(name):
     nb = nbformat.read(ROOT / name, as_version=4)

@@ -377,3 +377,40 @@ def test_translation_figure_single_map_and_bad_heads(toy):
     t.attention = None
     with pytest.raises(ValueError, match="no attention weights"):
         translation_figure(t)
+
+
+# A model may emit any token: these must be drawn as written, and the
+# last would be a mathtext syntax error if it were read as math.
+ODD_TOKENS = ["<unk>", "$5$", "a_b", "*", "`x`", "{", "$\\frac{$"]
+
+
+def _drawn_as_written(labels):
+    for label in labels:
+        text, is_math = label._preprocess_math(label.get_text())
+        assert not is_math and text in ODD_TOKENS
+
+
+def test_model_tokens_in_heatmap_labels_are_drawn_as_written():
+    n = len(ODD_TOKENS)
+    fig = show_heatmaps(torch.rand(n, n), xticklabels=ODD_TOKENS,
+                        yticklabels=ODD_TOKENS, titles=["$\\frac{$"])
+    assert figure_to_png(fig).startswith(PNG_MAGIC)  # draws, no error
+    ax = panels(fig)[0]
+    _drawn_as_written(ax.get_xticklabels() + ax.get_yticklabels()
+                      + [ax.title])
+
+
+def test_model_tokens_in_snapshot_panels_are_drawn_as_written():
+    from d2lmini.plot import plot_snapshots
+    from d2lmini.snapshots import Probe, TrainingSnapshots
+    n = len(ODD_TOKENS)
+    snaps = TrainingSnapshots(
+        5, [Probe("odd")], [ODD_TOKENS], steps=[0, 5],
+        out_tokens=[[ODD_TOKENS[:2]], [ODD_TOKENS]],
+        attention=[[torch.rand(2, n)], [torch.rand(n, n)]],
+        probe_bleu=[[0.0], [1.0]], train_loss=[None, 1.0],
+        val_loss=[2.0, 1.0], val_bleu=[0.0, 1.0])
+    fig = plot_snapshots(snaps, 0, [0, 1])
+    assert figure_to_png(fig).startswith(PNG_MAGIC)
+    for ax in panels(fig):
+        _drawn_as_written(ax.get_xticklabels() + ax.get_yticklabels())

@@ -69,3 +69,17 @@ def test_check_says_pass_or_not_yet_and_never_raises_for_the_reader():
     assert report.check(unwritten, "x") == (
         "not yet: x (NotImplementedError: write your function above)")
     assert report.check(torch.tensor(True), "x") == "pass: x"
+
+
+def test_a_tensor_of_several_numbers_is_refused_with_its_shape():
+    import torch
+    two = torch.tensor([1.0, 2.0])
+    with pytest.raises(TypeError, match="must be a number.*reduce"):
+        report.higher_or_lower("a", two, "b", 1.0)
+    with pytest.raises(TypeError, match="must be a number"):
+        report.bound(two, "lower")
+    with pytest.raises(TypeError, match=r"shape \(2,\)"):
+        report.table([[two]], ["a"])
+    # one element is its number, right-aligned like one
+    assert report.table([[torch.tensor(2.5)], [10]], ["x"]).splitlines() \
+        == ["  x", "---", "2.5", " 10"]

@@ -259,3 +259,95 @@ def test_changed_code_retrains_model_and_snapshots(tmp_path, monkeypatch):
                               snapshots=True)
     assert run.trained and "d2lmini's code" in run.reason
     assert run.snapshots.steps == first.snapshots.steps
+
+
+class Dropout(Regression):
+    """The regression with dropout on its input: training draws masks
+    from torch's global generator."""
+
+    def __init__(self):
+        super().__init__()
+        self.drop = torch.nn.Dropout(0.5)
+
+    def forward(self, X):
+        return super().forward(self.drop(X))
+
+
+class Draws:
+    """A callback that draws from every global generator."""
+
+    def on_step_end(self, trainer, model, step):
+        import random
+
+        import numpy as np
+        torch.rand(3), random.random(), np.random.rand()
+
+
+@pytest.mark.parametrize("callbacks", [[Validates()], [Draws()]])
+def test_callbacks_change_nothing_even_with_dropout(callbacks):
+    """A callback that iterates a DataLoader (which draws a seed from the
+    global generator) or draws numbers itself moves no dropout mask."""
+    def fit(callbacks):
+        torch.manual_seed(0)
+        model = Dropout()
+        Trainer(progress=False, seed=0, max_steps=6,
+                callbacks=callbacks).fit(model, Data(val=False))
+        return model
+    plain, watched = fit([]), fit(callbacks)
+    for a, b in zip(plain.state_dict().values(),
+                    watched.state_dict().values()):
+        assert torch.equal(a, b)
+
+
+def test_recording_changes_nothing_with_dropout():
+    """The chapter's snapshot recipes use dropout 0; a reader's may not:
+    the recorder iterates the val loader and must move no mask."""
+    recipe = TINY.replace(dropout=0.5, max_steps=4)
+    plain, _, h1 = experiment.train(recipe, progress=False)
+    data = experiment.build_data(recipe)
+    watched, data, h2 = experiment.train(recipe, data, False,
+                                         [SnapshotRecorder(data)])
+    for a, b in zip(plain.state_dict().values(),
+                    watched.state_dict().values()):
+        assert torch.equal(a, b)
+    assert h1.steps == h2.steps
+
+
+def test_a_run_without_snapshots_keeps_a_file_with_them(tmp_path,
+                                                         monkeypatch):
+    """Two processes train one recipe, with and without snapshots; the
+    one with them writes first: the other one's write must not drop
+    them (the weights are the same)."""
+    real, nested = experiment.train, []
+
+    def train_while_another_writes(recipe, data=None, progress=True,
+                                   callbacks=()):
+        out = real(recipe, data, progress, callbacks)
+        if not callbacks and not nested:  # the run without snapshots
+            nested.append(True)
+            other = cache.train_or_load(TINY, tmp_path, progress=False,
+                                        snapshots=True)
+            assert other.trained and other.snapshots is not None
+        return out
+
+    monkeypatch.setattr(cache, "train", train_while_another_writes)
+    plain = cache.train_or_load(TINY, tmp_path, progress=False)
+    assert plain.trained and nested
+    again = cache.train_or_load(TINY, tmp_path, progress=False,
+                                snapshots=True)
+    assert not again.trained and again.snapshots is not None
+
+
+def test_probe_pairs_lie_within_the_attention():
+    """A postnominal pair beyond the first num_steps tokens has no
+    column in the attention: it is not chosen as a pair."""
+    pairs = [("you see the big red car .", "tu vois la grosse voiture "
+              "rouge ."), ("i see .", "je vois ."),
+             ("he is calm .", "il est calme .")]
+    for num_steps, expect in ((5, None), (6, (4, 5))):
+        data = MTFraEng(2, num_steps=num_steps, num_train=None, num_val=6,
+                        num_test=0, pairs=pairs * 3, min_freq=1, seed=0,
+                        max_src_len=None)
+        probes = choose_probes(data, num=3, num_reorder=1)
+        car = [p for p in probes if "car" in p.sentence]
+        assert car and car[0].pair == expect

@@ -72,3 +72,45 @@ def test_the_clocks_of_two_runs_are_compared_in_words():
         "96% of the reference's time: about as long")
     assert "less than the timing intended" in timed.clocks(73.0, 100.0)
     assert "more than the timing intended" in timed.clocks(120.0, 100.0)
+
+
+def _draws():
+    import random
+
+    import numpy as np
+    return (torch.rand(2).tolist(), random.random(), np.random.rand())
+
+
+def test_the_global_generators_end_as_they_began():
+    """Measured or reused, equal_time_steps leaves Python's, NumPy's and
+    torch's generators where they were: what a notebook trains next
+    does not depend on whether this machine had a record."""
+    import random
+
+    import numpy as np
+    other = TINY.replace(attention="none")
+    for _ in ("measured", "reused"):
+        torch.manual_seed(5), random.seed(5), np.random.seed(5)
+        expected = _draws()
+        torch.manual_seed(5), random.seed(5), np.random.seed(5)
+        timing.equal_time_steps(TINY, other, 1000, rounds=1, steps=2)
+        assert _draws() == expected
+
+
+@pytest.mark.parametrize("field, value", [
+    ("steps", -5), ("steps", 7), ("ratio", 0.5), ("reference_steps", 10),
+    ("ms", {"reference": -1.0, "other": 1.0}), ("ms", {"reference": 1.0}),
+    ("steps", 2000.0), ("date", 3)])
+def test_a_record_whose_numbers_do_not_hold_is_measured_again(
+        monkeypatch, field, value):
+    other = TINY.replace(attention="none")
+    seconds = iter([0.2, 0.1, 0.2, 0.1])
+    monkeypatch.setattr(timing, "seconds_per_step",
+                        lambda *a, **k: next(seconds))
+    first = timing.equal_time_steps(TINY, other, 1000, rounds=1, steps=2)
+    assert first.steps == 2000
+    [path] = (corpus.cache_dir() / "timings").glob("*.json")
+    record = json.loads(path.read_text())
+    path.write_text(json.dumps({**record, field: value}))
+    again = timing.equal_time_steps(TINY, other, 1000, rounds=1, steps=2)
+    assert not again.reused and again.steps == 2000

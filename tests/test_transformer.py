@@ -137,7 +137,8 @@ def test_greedy_decode_with_the_cache_equals_recomputing():
     dec = TransformerDecoder(13, D, FFN, H, 2)
     model = Seq2Seq(enc, dec, tgt_pad=0).train()
     src, src_lens = torch.randint(3, 11, (4, 6)), torch.tensor([6, 5, 3, 1])
-    out = greedy_decode(model, src, src_lens, bos=1, eos=2, max_len=8)
+    out = greedy_decode(model, src, src_lens, bos=1, eos=2, max_len=8,
+                        forbid=())
     assert model.training  # the mode is restored
     model.eval()
     with torch.no_grad():

@@ -54,3 +54,19 @@ def test_atomic_write_renames_only_a_complete_file(tmp_path):
             raise RuntimeError("interrupted")
     assert path.read_bytes() == b"abc"  # the old file is untouched
     assert os.listdir(path.parent) == ["out.bin"]  # no temporary left
+
+
+def test_keep_random_state_puts_every_global_generator_back():
+    import random
+
+    import numpy as np
+
+    from d2lmini.utils import keep_random_state, set_seed
+    set_seed(3)
+    expected = (torch.rand(2).tolist(), random.random(), np.random.rand())
+    set_seed(3)
+    with keep_random_state("cpu"):
+        set_seed(9)  # seeding inside is undone too
+        torch.rand(5), random.random(), np.random.rand(4)
+    assert (torch.rand(2).tolist(), random.random(),
+            np.random.rand()) == expected

@@ -103,7 +103,7 @@ def test_translation_explorer_explains_empty_unknown_and_long_input(toy):
     ((None, "go ."), TypeError, "list of English sentences"),
     ((None, ["go .", 3]), TypeError, "list of English sentences"),
     ((None, []), ValueError, "at least one sentence"),
-    ((None, ["go .", " "]), ValueError, "no empty one"),
+    ((None, ["go .", " "]), ValueError, "none without tokens"),
 ])
 def test_translation_explorer_rejects_bad_arguments(toy, args, error,
                                                     words):

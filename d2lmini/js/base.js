@@ -1,6 +1,6 @@
   /* ---- d2lmini/js/base.js: what the other parts use ------------------
-   * DOM and SVG elements, the extent of arrays of numbers, and numbers
-   * as text. */
+   * DOM and SVG elements, the extent of arrays of numbers, numbers as
+   * text and values as error messages name them. */
 
   const SVG_NS = "http://www.w3.org/2000/svg";
 
@@ -39,3 +39,15 @@
   const maxOf = (...arrays) => extent(...arrays)[1];
 
   const fmt = (x, digits) => (Number.isFinite(x) ? x.toFixed(digits) : String(x));
+
+  /** A value as an error message names it: a string quoted (the string
+   * "3" is not the number 3), an array or object as JSON, anything else
+   * as String() writes it (NaN, Infinity, undefined). */
+  function shown(x) {
+    if (typeof x !== "string" && (x === null || typeof x !== "object")) return String(x);
+    try {
+      return JSON.stringify(x);
+    } catch (err) {  // a cycle
+      return String(x);
+    }
+  }

@@ -20,13 +20,17 @@
   }
 
   /** The n best of the candidates value(j, v) = base[j] + logp[j][v], as
-   * [{value, parent: j, token: v}], best first; equal values keep the
-   * order of j * V + v. */
+   * [{value, parent: j, token: v}], best first; among equal values the
+   * lower flat index j * V + v comes first (the lower hypothesis, then
+   * the lower token id: d2lmini.beam's rule).  A candidate of value
+   * -Infinity (<pad>, <bos>: choosable) is none: fewer than n may come
+   * back. */
   function topCandidates(base, logps, n) {
     const best = [];  // sorted, best first, at most n
     logps.forEach((logp, parent) => {
       for (let token = 0; token < logp.length; token++) {
         const value = base[parent] + logp[token];
+        if (value === -Infinity) continue;
         if (best.length === n && !(value > best[n - 1].value)) continue;
         let i = best.length === n ? n - 1 : best.length;
         while (i > 0 && best[i - 1].value < value) i--;
@@ -37,14 +41,18 @@
     return best;
   }
 
+  // What beamTranslate's options may hold.
+  const BEAM_OPTIONS = ["beamSize", "lengthPenalty", "maxLen"];
+
   /** Why beam search cannot run with these settings, or null. */
   function beamProblem(beamSize, lengthPenalty) {
     if (!Number.isInteger(beamSize) || beamSize < 1) {
-      return `the beam size must be a whole number >= 1, not ${beamSize}`;
+      return `the beam size must be a whole number >= 1, not ${shown(beamSize)}`;
     }
     if (typeof lengthPenalty !== "number" || !Number.isFinite(lengthPenalty) ||
         lengthPenalty < 0) {
-      return `the length penalty must be a finite number >= 0, not ${lengthPenalty}`;
+      return "the length penalty must be a finite number >= 0, not " +
+        shown(lengthPenalty);
     }
     return null;
   }
@@ -55,7 +63,15 @@
    * and the search stops when no running hypothesis can beat the best
    * finished one (its score only falls; dividing by lp(maxLen) is the
    * most it can gain), or at maxLen.  beamSize 1 with lengthPenalty 0
-   * is greedy decoding.
+   * is greedy decoding.  Among candidates of equal log P the one of the
+   * lower hypothesis, then of the lower token id, goes first
+   * (topCandidates); <pad> and <bos> are never chosen (choosable).
+   *
+   * opts: {beamSize (a whole number >= 1, default 4), lengthPenalty
+   * (GNMT's alpha, a finite number >= 0, default 0), maxLen (as
+   * translate's: undefined for the model's num_steps)}; a bad value, an
+   * unknown option or an empty or blank sentence throws an Error that
+   * names it.
    *
    * Returns what translate() returns for the best hypothesis, with its
    * score (log P / lp(steps)) and logProb, `hypotheses` (the finished
@@ -66,13 +82,21 @@
    * best hypothesis's last node.
    */
   function beamTranslate(model, sentence, opts) {
+    if (opts !== undefined && opts !== null && !isObject(opts)) {
+      throw new Error("the options must be an object such as {beamSize: 4, " +
+                      `lengthPenalty: 0.6}, not ${shown(opts)}`);
+    }
     const o = opts || {}, k = o.beamSize === undefined ? 4 : o.beamSize;
+    const unknown = Object.keys(o).filter((key) => !BEAM_OPTIONS.includes(key));
+    if (unknown.length) {
+      throw new Error(`no option ${unknown.map(shown).join(", ")}: the ` +
+                      `options are ${BEAM_OPTIONS.join(", ")}`);
+    }
     const alpha = o.lengthPenalty === undefined ? 0 : o.lengthPenalty;
     const problem = beamProblem(k, alpha);
     if (problem) throw new Error(problem);
-    const m = model.manifest, src = readSource(model, sentence);
-    if (src.tokens.length === 0) throw new Error("empty sentence");
-    const maxSteps = o.maxLen || m.num_steps;
+    const m = model.manifest, maxSteps = maxStepsOf(model, o.maxLen);
+    const src = readSource(model, sentence);
     const decoder = decoderOf(model, src.ids, maxSteps);
     const eos = m.tgt_special.eos, lp = (n) => lengthPenaltyOf(n, alpha);
     // A running hypothesis: its ids, log P, decoder state, attention
@@ -84,7 +108,8 @@
       const outs = beam.map((hyp) => decoder.step(
         hyp.ids.length ? hyp.ids[hyp.ids.length - 1] : m.tgt_special.bos, hyp.state));
       const top = topCandidates(beam.map((hyp) => hyp.logProb),
-                                outs.map(([logits]) => logSoftmax(logits)), 2 * k);
+                                outs.map(([logits]) => logSoftmax(choosable(model, logits, t))),
+                                2 * k);
       const running = [], nodes = [], ended = [];
       top.forEach((c, rank) => {
         const hyp = beam[c.parent], weights = outs[c.parent][1];

@@ -54,7 +54,8 @@
   /** An annotated heatmap on the colour scale 0..1.
    *
    * values: rows x cols numbers in [0, 1].  Each cell is a <rect> with
-   * data-row, data-col and data-value (the full number) and a <title>.
+   * data-row, data-col and data-value (the full number) and a <title>
+   * with the value to opts.digits decimals (default 3).
    * Options for large or signed matrices: domain [lo, hi] (the values the
    * colour map's ends stand for; default [0, 1]), colour (a map of 0..1,
    * default viridis), labelEvery (label every n-th row and column) and
@@ -86,7 +87,7 @@
       const r = svg("rect", {
         x, y, width: cell - gap, height: cell - gap, fill: colour(scale(v)),
         "data-row": i, "data-col": j, "data-value": String(v)}, chart);
-      svg("title", {}, r, `${rows[i]} → ${cols[j]}: ${fmt(v, 3)}`);
+      svg("title", {}, r, `${rows[i]} → ${cols[j]}: ${fmt(v, opts.digits ?? 3)}`);
       if (opts.annotate !== false) {
         svg("text", {
           x: x + cell / 2, y: y + cell / 2 + 4, "text-anchor": "middle",

@@ -250,8 +250,12 @@
         spans.push([o, o + size, name]);
       }
     }
+    // Own names only: `name in expect` would pass "constructor",
+    // "toString" or "__proto__" (expect's prototype has them).
     for (const name of Object.keys(m.tensors)) {
-      if (!(name in expect)) bad.push(`tensor ${name} is not part of the model`);
+      if (!Object.prototype.hasOwnProperty.call(expect, name)) {
+        bad.push(`tensor ${name} is not part of the model`);
+      }
     }
     if (next !== floats) {
       bad.push(`the tensors hold ${next} floats, the weights file ${floats}`);

@@ -44,10 +44,13 @@
     return e.map((x) => x / s);
   }
 
-  /** A model from its manifest (JSON) and weights (an ArrayBuffer). */
+  /** A model from its manifest (JSON) and weights (an ArrayBuffer).
+   * Its tensors are held by name in an object with no prototype: a
+   * tensor named "__proto__" or "constructor" is a name like any other
+   * (manifestProblems refuses such names before loadModel gets here). */
   function makeModel(manifest, buffer) {
     const floats = new Float32Array(buffer);
-    const t = {};
+    const t = Object.create(null);
     for (const [name, spec] of Object.entries(manifest.tensors)) {
       const size = spec.shape.reduce((a, b) => a * b, 1);
       if (spec.offset + size > floats.length) {
@@ -245,9 +248,18 @@
     model.manifest.attention === "transformer"
       ? transformerDecoder(model, ids, maxSteps) : rnnDecoder(model, ids));
 
-  /** What the model reads: tokens, ids (with <eos>, cut at num_steps). */
+  /** What the model reads: tokens, ids (with <eos>, cut at num_steps).
+   * Throws an Error for a sentence that is not a string, or that has no
+   * tokens (empty or blank: d2lmini.decoding refuses it too). */
   function readSource(model, sentence) {
+    if (typeof sentence !== "string") {
+      throw new Error(`the sentence must be a string, not ${shown(sentence)}`);
+    }
     const m = model.manifest, tokens = tokenize(sentence);
+    if (tokens.length === 0) {
+      throw new Error(`the sentence ${shown(sentence)} is empty or blank ` +
+                      "(no tokens to read): type an English sentence");
+    }
     const unk = m.src_special.unk;
     const ids = tokens.map((tok) => (model.srcIndex.has(tok) ? model.srcIndex.get(tok) : unk));
     ids.push(m.src_special.eos);
@@ -255,7 +267,45 @@
     return {tokens, ids: read, srcTokens: read.map((i) => m.src_vocab[i])};
   }
 
-  /** Greedy translation, like d2lmini.decoding.translate.
+  /** The most tokens a decoder emits: maxLen, a whole number in [1,
+   * MAX_SIZE], or the model's num_steps when maxLen is undefined or
+   * null (as d2lmini.decoding's max_len=None); throws an Error that
+   * names any other value (0, -1, "3", 2.5, NaN...). */
+  function maxStepsOf(model, maxLen) {
+    const n = model.manifest.num_steps;
+    if (maxLen === undefined || maxLen === null) return n;
+    if (!Number.isInteger(maxLen) || maxLen < 1 || maxLen > MAX_SIZE) {
+      throw new Error(`maxLen must be a whole number in [1, ${MAX_SIZE}] ` +
+                      "(the most tokens to emit), or undefined for the " +
+                      `model's num_steps (${n}); not ${shown(maxLen)}`);
+    }
+    return maxLen;
+  }
+
+  /** The logits of one decoder step as the search chooses from them: a
+   * copy, with those of <pad> and <bos> set to -Infinity (the decoders
+   * never emit them, as d2lmini.decoding's).  Throws an Error when the
+   * model gave a logit that is not finite (NaN or infinite) at step t
+   * (1 for the first token). */
+  function choosable(model, logits, t) {
+    for (let i = 0; i < logits.length; i++) {
+      if (!Number.isFinite(logits[i])) {
+        throw new Error(`the model's logit of token ${i} at step ${t} is ` +
+                        `${logits[i]}: its weights are broken (train ` +
+                        "or export the model again)");
+      }
+    }
+    const out = Float64Array.from(logits), s = model.manifest.tgt_special;
+    out[s.pad] = -Infinity;
+    out[s.bos] = -Infinity;
+    return out;
+  }
+
+  /** Greedy translation, like d2lmini.decoding.translate: at each step
+   * the token of the largest logit, the lower id on a tie (never <pad>
+   * or <bos>: choosable), until <eos> or maxLen tokens (maxStepsOf:
+   * undefined for the model's num_steps).  Throws an Error for an empty
+   * or blank sentence (readSource) and for a bad maxLen.
    *
    * Returns {tokens, outTokens, srcTokens, words, attention (h, steps,
    * S), finished}: attention has a row per output step, the step that
@@ -263,19 +313,18 @@
    * attention to the source).
    */
   function translate(model, sentence, maxLen) {
-    const m = model.manifest;
+    const m = model.manifest, maxSteps = maxStepsOf(model, maxLen);
     const src = readSource(model, sentence);
-    if (src.tokens.length === 0) throw new Error("empty sentence");
-    const maxSteps = maxLen || m.num_steps;
     const decoder = decoderOf(model, src.ids, maxSteps);
     const eos = m.tgt_special.eos;
     let y = m.tgt_special.bos, state = decoder.state;
     const ids = [], maps = [];
     let finished = false;
     for (let step = 0; step < maxSteps; step++) {
-      const [logits, weights, next] = decoder.step(y, state);
+      const [raw, weights, next] = decoder.step(y, state);
+      const logits = choosable(model, raw, step + 1);
       state = next;
-      let best = 0;
+      let best = 0;  // strictly larger: the lower id wins a tie
       for (let i = 1; i < logits.length; i++) if (logits[i] > logits[best]) best = i;
       maps.push(weights);
       y = best;

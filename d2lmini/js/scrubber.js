@@ -106,14 +106,16 @@
         const who = h > 1 ? `head ${head + 1}` : "attention";
         heatmap(row, {
           values, rows: out, cols: pr.src, marks, cell: h > 1 ? 26 : 30,
-          annotate: h === 1, title: `${who}, step ${s}`,
+          annotate: h === 1, digits: 2, title: `${who}, step ${s}`,
           label: `${who} of “${pr.sentence}” at step ${s}, one row per output token: ` +
             values.map((w, i) => `${out[i]}: ${w.map((v) => v.toFixed(2)).join(" ")}`)
               .join("; ")});
       });
       maps[k][p].forEach((values, head) => numbersTable(
         chart, `${h > 1 ? `Head ${head + 1}` : "Attention"} at step ${s}`,
-        out, pr.src, values, 3, h > 1 ? `head ${head + 1}` : undefined));
+        // Two decimals: the bytes carry a weight to within 1/510, and a
+        // third decimal would show that rounding (0.5 as 0.502).
+        out, pr.src, values, 2, h > 1 ? `head ${head + 1}` : undefined));
       curvesAt(k, chart);
       rootEl.dataset.snapshot = String(k);
       rootEl.dataset.step = String(s);
