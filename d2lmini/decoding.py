@@ -150,12 +150,6 @@ def _check_vocab(vocab_size, eos, forbid):
             ".pad, .bos)")
 
 
-def _broken(logits):
-    """(N,) bool: the rows of ``logits`` (N, ..., V) that hold NaN or
-    +inf, from which no token can be chosen."""
-    return (logits.isnan() | (logits == math.inf)).flatten(1).any(-1)
-
-
 def _nan_error(step, sentence):
     """The error for a model whose logits hold NaN (or +inf)."""
     return ValueError(
@@ -232,10 +226,11 @@ def greedy_decode(model, src, src_valid_len, bos, eos, max_len, *,
 
     Each step emits the token of the highest logit, the ``forbid`` ids
     (``<pad>`` and ``<bos>``) excluded: their logits are set to -inf
-    first.  Of equal logits the lowest id wins (``argmax`` returns the
+    first.  Of equal logits the lowest id wins (``max`` returns the
     first maximum).  Beam search and the page's decoders follow both
-    rules too.  A logit that is NaN (or +inf) in a sentence still
-    decoding raises a ValueError naming the step and the sentence.
+    rules too.  A NaN (or infinite) logit of a token that may be
+    emitted, in a sentence still decoding, raises a ValueError naming
+    the step and the sentence.
 
     Runs in eval mode under ``torch.no_grad()`` and then restores every
     submodule's train/eval mode.  Stops early once every sentence has
@@ -295,10 +290,11 @@ def greedy_decode(model, src, src_valid_len, bos, eos, max_len, *,
             logits, state, step = decode_step(Y, state)  # (B, 1, V)
             if t == 1:
                 _check_vocab(logits.shape[-1], eos, forbid)
-            nan = _broken(logits) & ~done  # (B,)
-            # argmax: the first of equal maxima, the lowest id.
-            Y = logits.index_fill(-1, banned, -math.inf).argmax(
+            # max: the first of equal maxima, the lowest id; a NaN
+            # logit is the max, as +inf is: no token can be chosen.
+            best, Y = logits.index_fill(-1, banned, -math.inf).max(
                 dim=-1)  # (B, 1)
+            nan = ~best[:, 0].isfinite() & ~done  # (B,)
             outputs.append(Y[:, 0])
             if step is not None:
                 # (B, 1, S) or (B, h, 1, S) -> (B, S) or (B, h, S)

@@ -285,17 +285,20 @@
   /** The logits of one decoder step as the search chooses from them: a
    * copy, with those of <pad> and <bos> set to -Infinity (the decoders
    * never emit them, as d2lmini.decoding's).  Throws an Error when the
-   * model gave a logit that is not finite (NaN or infinite) at step t
-   * (1 for the first token). */
+   * model gave a token that may be emitted a logit that is not finite
+   * (NaN or infinite) at step t (1 for the first token). */
   function choosable(model, logits, t) {
+    const s = model.manifest.tgt_special;
     for (let i = 0; i < logits.length; i++) {
-      if (!Number.isFinite(logits[i])) {
+      // <pad> and <bos> are never chosen: their logits do not matter
+      // (as in d2lmini.decoding).
+      if (i !== s.pad && i !== s.bos && !Number.isFinite(logits[i])) {
         throw new Error(`the model's logit of token ${i} at step ${t} is ` +
                         `${logits[i]}: its weights are broken (train ` +
                         "or export the model again)");
       }
     }
-    const out = Float64Array.from(logits), s = model.manifest.tgt_special;
+    const out = Float64Array.from(logits);
     out[s.pad] = -Infinity;
     out[s.bos] = -Infinity;
     return out;
