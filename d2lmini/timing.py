@@ -140,9 +140,9 @@ def _read_record(path, reference_steps):
     except (OSError, ValueError, TypeError):
         return None
     ms = result.ms
-    numbers = [ms.get("reference"), ms.get("other"), result.ratio] \
-        if isinstance(ms, dict) and set(ms) == {"reference", "other"} \
-        else [None]
+    if not (isinstance(ms, dict) and set(ms) == {"reference", "other"}):
+        return None
+    numbers = (ms["reference"], ms["other"], result.ratio)
     if not all(isinstance(x, (int, float)) and not isinstance(x, bool)
                and math.isfinite(x) and x > 0 for x in numbers):
         return None

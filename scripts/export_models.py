@@ -204,9 +204,10 @@ def is_export(folder):
     A manifest that is JSON but not an export's is another program's."""
     if not _export_files_only(folder):
         return False
-    if _damaged(folder / "manifest.json"):
+    try:
+        saved = json.loads((folder / "manifest.json").read_bytes())
+    except (OSError, ValueError):  # damaged
         return _named_by_sha256(folder)
-    saved = json.loads((folder / "manifest.json").read_bytes())
     return isinstance(saved, dict) and {"format", "weights",
                                         "fingerprint"} <= saved.keys()
 

@@ -1,7 +1,9 @@
 """Equal training time measured on this machine (d2lmini.timing)."""
 
 import json
+import random
 
+import numpy as np
 import pytest
 import torch
 from test_experiment import TINY, synthetic_corpus  # noqa: F401
@@ -75,9 +77,6 @@ def test_the_clocks_of_two_runs_are_compared_in_words():
 
 
 def _draws():
-    import random
-
-    import numpy as np
     return (torch.rand(2).tolist(), random.random(), np.random.rand())
 
 
@@ -85,9 +84,6 @@ def test_the_global_generators_end_as_they_began():
     """Measured or reused, equal_time_steps leaves Python's, NumPy's and
     torch's generators where they were: what a notebook trains next
     does not depend on whether this machine had a record."""
-    import random
-
-    import numpy as np
     other = TINY.replace(attention="none")
     for _ in ("measured", "reused"):
         torch.manual_seed(5), random.seed(5), np.random.seed(5)

@@ -7,7 +7,13 @@ import numpy as np
 import pytest
 import torch
 
-from d2lmini.utils import atomic_write, check_int, check_shape, set_seed
+from d2lmini.utils import (
+    atomic_write,
+    check_int,
+    check_shape,
+    keep_random_state,
+    set_seed,
+)
 
 
 def test_check_shape():
@@ -57,11 +63,6 @@ def test_atomic_write_renames_only_a_complete_file(tmp_path):
 
 
 def test_keep_random_state_puts_every_global_generator_back():
-    import random
-
-    import numpy as np
-
-    from d2lmini.utils import keep_random_state, set_seed
     set_seed(3)
     expected = (torch.rand(2).tolist(), random.random(), np.random.rand())
     set_seed(3)
