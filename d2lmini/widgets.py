@@ -108,7 +108,9 @@ def translation_explorer(models, data, examples, max_len=None):
         models: a dict of name -> trained ``Seq2Seq`` whose decoder has
             attention (e.g. additive and multi-head).
         data: the ``MTFraEng`` the models were trained on (its
-            vocabularies; ``references`` and ``splits_of`` if present).
+            vocabularies and ``tokens``, which says whether a sentence
+            has anything to translate; ``references`` and ``splits_of``
+            if present).
         examples: English sentences for the saved pages (at least one);
             the first also fills the live page.
         max_len: the most output steps; default ``data.num_steps``.
