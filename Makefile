@@ -27,6 +27,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
         execute browser lab models archive \
         benchmark benchmark-seq2seq benchmark-quality benchmark-robustness \
         benchmark-packed-gru benchmark-step-time benchmark-seeds \
+        benchmark-vision-seeds \
         benchmark-transformer-cache benchmark-transformer-tuning \
         benchmark-profile benchmark-speedups benchmark-transformer-step \
         benchmark-beam-search vendor \
@@ -160,6 +161,11 @@ benchmark-step-time: $(STAMP)
 # models go through the checkpoint cache); writes benchmarks/results/.
 benchmark-seeds: $(STAMP)
 	$(BIN)/python benchmarks/seeds.py $(ARGS)
+
+# The vision section's ViT against softmax regression, an MLP and a CNN
+# at equal time, and its 4 x 4 patches, over three seeds (about 5 min).
+benchmark-vision-seeds: $(STAMP)
+	$(BIN)/python benchmarks/vision_seeds.py $(ARGS)
 
 # The Transformer decoder's greedy decoding with and without its
 # key/value cache (seconds).

@@ -49,8 +49,8 @@ _NAMES = {
 _WHERE = {name: module for module, names in _NAMES.items()
           for name in names}
 # Modules without top-level names, importable as d2lmini.<module> too.
-_MODULES = (*_NAMES, "alignment", "live", "notebook", "report", "timing",
-            "widgets")
+_MODULES = (*_NAMES, "alignment", "digits", "live", "notebook", "report",
+            "timing", "vision", "vit", "widgets")
 
 __all__ = sorted(_WHERE)
 

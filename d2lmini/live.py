@@ -24,13 +24,19 @@ static website.
   the page says whether they are the weights the section evaluated;
 - ``training_scrubber``: the attention of probe sentences at the steps
   recorded while a model trained (``d2lmini.snapshots``), scrubbed with
-  a slider or played, beside the loss and BLEU curves.
+  a slider or played, beside the loss and BLEU curves;
+- ``digit_classifier``: a 32 x 32 grid to draw a digit on (mouse, touch
+  or keyboard), which the vision section's ViT classifies in the page:
+  the ten probabilities and each head's ``<cls>`` attention over the
+  patches, redrawn at every stroke, from weights that ``export_vit``
+  writes (the website's build exports them).
 
-The code lives in four modules, whose names this one offers:
+The code lives in five modules, whose names this one offers:
 ``d2lmini.live_page`` (the script, ``LiveHTML``, ``payloads``,
 ``with_site_view``), ``d2lmini.live_explorers`` (the four figure
 explorers), ``d2lmini.live_translator`` (the translator and the
-model's export) and ``d2lmini.live_training`` (the training scrubber).
+model's export), ``d2lmini.live_training`` (the training scrubber) and
+``d2lmini.live_vision`` (the digit classifier and its ViT's export).
 Shape legend: L queries (sampled ones in the scaling explorer), S keys,
 D features.
 """
@@ -46,9 +52,11 @@ from .live_explorers import (
 from .live_page import (
     JS_DIR,
     JS_PARTS,
+    VISION_PARTS,
     LiveHTML,
     live_js,
     payloads,
+    vision_js,
     with_site_view,
 )
 from .live_training import SCRUBBER_MAX_BYTES, training_scrubber
@@ -65,13 +73,25 @@ from .live_translator import (
     translator,
     weights_bytes,
 )
+from .live_vision import (
+    VIT_MANIFEST_FORMAT,
+    VIT_MODEL_FIELDS,
+    VIT_NOTEBOOK_FIELDS,
+    digit_classifier,
+    export_vit,
+    vit_model_sha256,
+    vit_notebook_record,
+)
 
 __all__ = ["DIMS", "JS_DIR", "JS_PARTS", "MANIFEST_FORMAT", "MODEL_FIELDS",
            "MODELS_URL", "NOTEBOOK_FIELDS", "PAGE_ATTENTIONS", "LiveHTML",
-           "SCRUBBER_MAX_BYTES", "training_scrubber",
-           "bleu_fields", "export_model", "kernel_regression_explorer",
+           "SCRUBBER_MAX_BYTES", "VISION_PARTS", "VIT_MANIFEST_FORMAT",
+           "VIT_MODEL_FIELDS",
+           "VIT_NOTEBOOK_FIELDS", "bleu_fields", "digit_classifier",
+           "export_model", "export_vit", "kernel_regression_explorer",
            "live_js", "masked_softmax_explorer", "model_sha256",
            "notebook_record", "payloads",
            "positional_encoding_explorer", "sample_scores",
-           "scaling_explorer", "translator", "weights_bytes",
-           "with_site_view"]
+           "scaling_explorer", "training_scrubber", "translator",
+           "vision_js", "vit_model_sha256", "vit_notebook_record",
+           "weights_bytes", "with_site_view"]

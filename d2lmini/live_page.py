@@ -15,8 +15,8 @@ import numbers
 import re
 from pathlib import Path
 
-__all__ = ["JS_DIR", "JS_PARTS", "LiveHTML", "live_js", "payloads",
-           "with_site_view"]
+__all__ = ["JS_DIR", "JS_PARTS", "LiveHTML", "VISION_PARTS", "live_js",
+           "payloads", "vision_js", "with_site_view"]
 
 JS_DIR = Path(__file__).with_name("js")
 # The parts of the page's script, in the order live_js puts them into
@@ -26,10 +26,26 @@ JS_PARTS = ("base.js", "charts.js", "tokenizer.js", "model.js",
             "beamtree.js", "translator.js", "scrubber.js", "boot.js")
 _PARTS_LINE = ("  // @parts: d2lmini.live puts the files of JS_PARTS here, "
                "in order.\n")
+# The digit classifier's part, in js/vision-wrapper.js: only its output
+# carries it (after the page's script), so that the other explorers'
+# outputs, one copy of the script each, stay small.
+VISION_PARTS = ("vit.js",)
+_VISION_LINE = ("  // @parts: d2lmini.live puts the files of VISION_PARTS "
+                "here, in order.\n")
 
 NEEDS_JS = ("This explorer runs in the page: on the website it is live; in "
             "Jupyter, run the cell (Jupyter runs scripts only in outputs "
             "it trusts).")
+
+
+def _assemble(wrapper_name, line, names):
+    wrapper = (JS_DIR / wrapper_name).read_text(encoding="utf-8")
+    if wrapper.count(line) != 1:
+        raise RuntimeError(f"{JS_DIR / wrapper_name} must hold the line "
+                           f"{line!r} once: the parts go there")
+    parts = "\n".join((JS_DIR / name).read_text(encoding="utf-8")
+                      for name in names)
+    return wrapper.replace(line, parts)
 
 
 def live_js():
@@ -37,13 +53,15 @@ def live_js():
     with the files of ``JS_PARTS``, in that order, in its function (one
     scope: every part uses the names of the others).  Each explorer's
     output carries it inline: no other file, no build tool."""
-    wrapper = (JS_DIR / "wrapper.js").read_text(encoding="utf-8")
-    if wrapper.count(_PARTS_LINE) != 1:
-        raise RuntimeError(f"{JS_DIR / 'wrapper.js'} must hold the line "
-                           f"{_PARTS_LINE!r} once: the parts go there")
-    parts = "\n".join((JS_DIR / name).read_text(encoding="utf-8")
-                      for name in JS_PARTS)
-    return wrapper.replace(_PARTS_LINE, parts)
+    return _assemble("wrapper.js", _PARTS_LINE, JS_PARTS)
+
+
+def vision_js():
+    """The digit classifier's script: ``js/vision-wrapper.js`` with the
+    files of ``VISION_PARTS``.  It runs after ``live_js()`` (its output
+    carries both), takes the helpers it shares from ``d2lLive.parts``
+    and adds its explorer to the page's with ``d2lLive.addMount``."""
+    return _assemble("vision-wrapper.js", _VISION_LINE, VISION_PARTS)
 
 
 def _count(name, value, low=1):
@@ -72,9 +90,11 @@ def payloads(html_text, kind):
 
 
 class LiveHTML:
-    """An HTML output (``_repr_html_``) holding one live explorer."""
+    """An HTML output (``_repr_html_``) holding one live explorer: its
+    data, the page's script and ``extra_js`` (a part that only this
+    explorer needs, such as ``vision_js()``), if any."""
 
-    def __init__(self, kind, data, note):
+    def __init__(self, kind, data, note, extra_js=""):
         self.kind, self.data = kind, data
         payload = json.dumps(data, separators=(",", ":"))
         # No "<" in the script element: "</script" would end it, and
@@ -88,7 +108,8 @@ class LiveHTML:
             f'<div class="d2l-live" id="{ident}" data-d2l-live="{kind}">'
             f'<script type="application/json">{payload}</script>'
             f'<p class="d2l-needs-js">{html.escape(note)}</p></div>\n'
-            f"<script>\n{live_js()}</script>")
+            f"<script>\n{live_js()}</script>"
+            + (f"\n<script>\n{extra_js}</script>" if extra_js else ""))
 
     def _repr_html_(self):
         return self.html

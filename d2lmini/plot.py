@@ -23,8 +23,8 @@ from .utils import check_int
 
 __all__ = ["figure_to_png", "moving_average", "plot_bleu_by_length",
            "plot_loss_curves", "plot_score_scaling", "plot_snapshots",
-           "plot_training_measures", "set_style", "show_heatmaps",
-           "translation_figure"]
+           "plot_training_measures", "set_style", "show_digits",
+           "show_heatmaps", "translation_figure"]
 
 STYLE = {
     "figure.dpi": 100,
@@ -323,4 +323,74 @@ def plot_training_measures(snapshots, measures, marks=None,
             ax.axvline(step, color=f"C{i + 3}", linestyle="--",
                        linewidth=1, label=label if ax is right else None)
     right.legend(loc="lower right")
+    return fig
+
+
+def show_digits(images, titles=None, overlays=None, figsize=None,
+                overlay_label="Attention weight", row_labels=None):
+    """Small grey images in a grid, optionally with a heat overlay each.
+
+    Args:
+        images: (n, H, W) for one row, or (rows, cols, H, W).
+        titles: one per image, in the same nesting (or None).
+        overlays: None, or one (h, w) map per image whose cells cover
+            H/h x W/w pixels each (attention over p x p patches of a ViT:
+            h = H/p), drawn in red over the image on one colour scale
+            from 0 to the largest value.
+        figsize: (width, height) in inches; None sizes it from the grid.
+        overlay_label: the label of the overlay's colorbar.
+        row_labels: one label per row, written left of it (or None).
+
+    Returns:
+        The ``Figure``.
+    """
+    grid = _as_array(images)
+    if grid.ndim == 3:
+        grid = grid[None]
+    if grid.ndim != 4:
+        raise ValueError(f"images must be (n, H, W) or (rows, cols, H, W),"
+                         f" got shape {tuple(_as_array(images).shape)}")
+    rows, cols, H, W = grid.shape
+    heat = None
+    if overlays is not None:
+        heat = _as_array(overlays)
+        if heat.ndim == 3:
+            heat = heat[None]
+        if heat.shape[:2] != (rows, cols) or heat.ndim != 4 or \
+                H % heat.shape[2] or W % heat.shape[3]:
+            raise ValueError(f"overlays must be one (h, w) map per image, "
+                             f"h dividing {H} and w dividing {W}; got "
+                             f"{tuple(heat.shape)} for images "
+                             f"{(rows, cols, H, W)}")
+    if titles is not None:
+        titles = np.asarray(titles, dtype=object).reshape(rows, cols)
+    if row_labels is not None and len(row_labels) != rows:
+        raise ValueError(f"row_labels needs {rows} labels, got "
+                         f"{len(row_labels)}")
+    fig = Figure(figsize=figsize or (1.3 * cols + 0.6 * (heat is not None),
+                                     1.4 * rows))
+    axes = np.asarray(fig.subplots(rows, cols, squeeze=False))
+    vmax = float(heat.max()) if heat is not None else None
+    shown = None
+    for i in range(rows):
+        for j in range(cols):
+            ax = axes[i, j]
+            ax.imshow(grid[i, j], cmap="Greys", vmin=0,
+                      vmax=max(float(grid.max()), 1e-9))
+            if heat is not None:
+                up = np.kron(heat[i, j], np.ones((H // heat.shape[2],
+                                                  W // heat.shape[3])))
+                shown = ax.imshow(up, cmap="Reds", alpha=0.55, vmin=0,
+                                  vmax=vmax)
+            ax.set_xticks([])
+            ax.set_yticks([])
+            for spine in ax.spines.values():
+                spine.set_visible(False)
+            if titles is not None:
+                ax.set_title(str(titles[i, j]))
+            if row_labels is not None and j == 0:
+                ax.set_ylabel(str(row_labels[i]))
+    if shown is not None:
+        fig.colorbar(shown, ax=axes.ravel().tolist(), shrink=0.8,
+                     label=overlay_label)
     return fig

@@ -28,7 +28,8 @@ NAME = "attention-chapter"
 # What a reader needs to run the notebooks, pinned as requirements.txt
 # pins them for the project (the book and test tools left out).
 READER_PACKAGES = ("torch", "numpy", "matplotlib", "ipywidgets",
-                   "ipykernel", "tqdm", "sacrebleu", "jupyterlab")
+                   "ipykernel", "tqdm", "sacrebleu", "scikit-learn",
+                   "jupyterlab")
 
 README = """\
 # Attention Mechanisms: the chapter's notebooks

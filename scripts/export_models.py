@@ -1,4 +1,5 @@
-"""Export the models that the website's translators run in the page.
+"""Export the models that the website's translators and digit
+classifier run in the page.
 
 Usage::
 
@@ -29,6 +30,15 @@ folder waits for the first.  Two
 translator outputs that name one checkpoint with different fingerprints
 (or weights) fail: the site serves one model per checkpoint name.
 
+The digit-classifier outputs (``d2lmini.live.digit_classifier``) are
+exported the same way: the vision section's ViT, loaded with
+``d2lmini.vision.train_or_load`` (about 20 s to train when the cache
+does not have it) and written with ``d2lmini.live.export_vit`` (which
+scores it on the digits' test split, and records the test accuracy and
+sha256 of the weights the notebook evaluated) into
+``dest/vision-vit-<key>/``.  What is said above of the ``seq2seq-*``
+folders holds for these ``vision-*`` folders too.
+
 Fails when the model it would export is not the one the notebook
 evaluated (the code, data or torch changed since the notebook ran): run
 ``make execute`` first.  Needs the corpus, like the notebooks
@@ -55,6 +65,16 @@ from toc_notebooks import toc_notebooks  # noqa: E402
 
 def translators(notebook):
     """The data of every translator output of a notebook."""
+    return _outputs(notebook, "translator")
+
+
+def classifiers(notebook):
+    """The data of every digit-classifier output of a notebook."""
+    return _outputs(notebook, "digit-classifier")
+
+
+def _outputs(notebook, kind):
+    """The data of every ``kind`` explorer in a notebook's outputs."""
     from d2lmini.live import payloads
 
     nb = nbformat.read(notebook, as_version=4)
@@ -64,8 +84,12 @@ def translators(notebook):
             text = output.get("data", {}).get("text/html", "")
             if isinstance(text, list):
                 text = "".join(text)
-            found += payloads(text, "translator")
+            found += payloads(text, kind)
     return found
+
+
+# The folders this script writes in --dest, by the checkpoint's prefix.
+PREFIXES = ("seq2seq-", "vision-")
 
 
 def export(spec, dest):
@@ -75,7 +99,6 @@ def export(spec, dest):
     from d2lmini.cache import checkpoint_path, fingerprint, train_or_load
     from d2lmini.experiment import CHAPTER_RECIPE, TRANSFORMER_RECIPE, Recipe
     from d2lmini.live import export_model
-    from d2lmini.utils import atomic_write
 
     recipe = Recipe(**spec["recipe"])
     name = spec["checkpoint"]
@@ -102,17 +125,81 @@ def export(spec, dest):
             f"{' and '.join(changed)}; run `make execute` so that the page "
             "runs the model the section reports")
     folder = export_model(recipe, run, dest, evaluated=spec)
-    # What up_to_date compares the manifest with; written after it, so a
-    # crash in between leaves an export that is done again.
-    raw = (folder / "manifest.json").read_bytes()
-    with atomic_write(folder / DIGEST) as f:
-        f.write(f"{hashlib.sha256(raw).hexdigest()}  manifest.json\n"
-                .encode("ascii"))
-    saved = json.loads(raw)
+    saved = record_digest(folder)
     how = "trained and exported" if run.trained else "exported"
     return (f"{name}: {how} in {time.perf_counter() - start:.0f} s "
             f"({saved['weights_bytes'] / 1e6:.1f} MB of weights; "
             f"{weights_line(saved)})")
+
+
+def record_digest(folder):
+    """Write ``DIGEST`` beside the manifest that an export just wrote in
+    ``folder``, and return that manifest (a dict).  What up_to_date
+    compares the manifest with; written after it, so a crash in between
+    leaves an export that is done again."""
+    from d2lmini.utils import atomic_write
+
+    raw = (folder / "manifest.json").read_bytes()
+    with atomic_write(folder / DIGEST) as f:
+        f.write(f"{hashlib.sha256(raw).hexdigest()}  manifest.json\n"
+                .encode("ascii"))
+    return json.loads(raw)
+
+
+def export_vision(spec, dest):
+    """Export one digit classifier's ViT into ``dest/<checkpoint>/``, as
+    ``export`` does a translator's model; return a line saying what it
+    did."""
+    from d2lmini.live import (
+        VIT_MANIFEST_FORMAT,
+        export_vit,
+        vit_notebook_record,
+    )
+    from d2lmini.vision import checkpoint_path, fingerprint, train_or_load
+    from d2lmini.vit import VisionRecipe
+
+    recipe = VisionRecipe(**spec["recipe"])
+    name = spec["checkpoint"]
+    if checkpoint_path(recipe).stem != name:
+        raise SystemExit(f"{name}: its recipe now makes "
+                         f"{checkpoint_path(recipe).stem}; run make execute")
+    saved = up_to_date(dest / name, spec, VIT_MANIFEST_FORMAT,
+                       vit_notebook_record(spec))
+    if saved is not None:
+        return f"{name}: up to date ({accuracy_line(saved)})"
+    if not checkpoint_path(recipe).is_file():
+        print(f"{name}: not in the checkpoint cache, training it now "
+              "(about 20 s on 2 CPU cores)...", flush=True)
+    start = time.perf_counter()
+    run = train_or_load(recipe)
+    current = fingerprint(recipe, run.data)
+    if current != spec["fingerprint"]:
+        saved = spec["fingerprint"]
+        changed = [k for k in current if current[k] != saved.get(k)]
+        raise SystemExit(
+            f"{name}: the notebook evaluated a model trained with another "
+            f"{' and '.join(changed)}; run `make execute` so that the page "
+            "runs the model the section reports")
+    saved = record_digest(export_vit(run, dest, evaluated=spec))
+    how = "trained and exported" if run.trained else "exported"
+    return (f"{name}: {how} in {time.perf_counter() - start:.0f} s "
+            f"({saved['weights_bytes'] / 1e6:.2f} MB of weights; "
+            f"{accuracy_line(saved)})")
+
+
+def accuracy_line(manifest):
+    """What a ViT export's manifest says of its weights, in words."""
+    mine = (f"test accuracy {100 * manifest['test_accuracy']:.1f} % on "
+            f"{manifest['test_images']} images")
+    notebook = manifest.get("notebook") or {}
+    if notebook.get("weights_sha256") is None:
+        return f"{mine}; the notebook's output does not name its weights"
+    if notebook["weights_sha256"] == manifest["weights_sha256"]:
+        return f"{mine}: the weights the notebook evaluated"
+    theirs = "" if notebook.get("test_accuracy") is None else \
+        f", which scored {100 * notebook['test_accuracy']:.1f} %"
+    return (f"{mine}: other weights than the notebook's{theirs} (the "
+            "page says so)")
 
 
 # Beside an export's manifest.json, the sha256 of the bytes the script
@@ -120,10 +207,12 @@ def export(spec, dest):
 DIGEST = "manifest.json.sha256"
 
 
-def up_to_date(folder, spec):
+def up_to_date(folder, spec, manifest_format=None, notebook=None):
     """The manifest of the export in ``folder`` (a dict) if it is the one
     the script would write now for the translator payload ``spec``, else
-    None (no export there, or one to do again).
+    None (no export there, or one to do again).  For a digit classifier's
+    export, give its format (``VIT_MANIFEST_FORMAT``) and notebook record
+    (``vit_notebook_record(spec)``); the defaults are a translator's.
 
     Its bytes must be those the script wrote (the sha256 in ``DIGEST``):
     a manifest edited since (a vocabulary, a size, the tensors' layout,
@@ -143,8 +232,9 @@ def up_to_date(folder, spec):
         saved = json.loads(raw)
         have = tuple(saved.get(k) for k in (
             "format", "checkpoint", "fingerprint", "notebook"))
-        want = (MANIFEST_FORMAT, folder.name, spec["fingerprint"],
-                notebook_record(spec))
+        want = (MANIFEST_FORMAT if manifest_format is None
+                else manifest_format, folder.name, spec["fingerprint"],
+                notebook_record(spec) if notebook is None else notebook)
         weights = (folder / saved["weights"]).read_bytes()
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
@@ -160,13 +250,14 @@ def _is_weights(path):
 
 
 def _export_files_only(folder):
-    """Whether ``folder`` is a ``seq2seq-*`` folder (not a link) that
-    holds a manifest.json and nothing but the files an export holds, each
-    a plain file (not a link): the manifest, its ``DIGEST``, weights
-    files and, beside them, the temporary files of an interrupted write
+    """Whether ``folder`` is a ``seq2seq-*`` or ``vision-*`` folder (not
+    a link) that holds a manifest.json and nothing but the files an
+    export holds, each a plain file (not a link): the manifest, its
+    ``DIGEST``, weights files and, beside them, the temporary files of
+    an interrupted write
     (d2lmini.utils.atomic_write: ".<name>.<random>.part")."""
     if not (folder.is_dir() and not folder.is_symlink()
-            and folder.name.startswith("seq2seq-")
+            and folder.name.startswith(PREFIXES)
             and (folder / "manifest.json").is_file()):
         return False
     return all(p.is_file() and not p.is_symlink() and (
@@ -195,12 +286,13 @@ def _named_by_sha256(folder):
 
 
 def is_export(folder):
-    """Whether ``folder`` is one this script wrote: a ``seq2seq-*`` folder
-    (not a link) that holds nothing but a manifest and weights files
-    (``_export_files_only``), whose ``manifest.json`` is an export's
-    (format, weights, fingerprint), or is damaged (not JSON) beside
-    weights named by their own sha256 (``_named_by_sha256``): the script
-    exports such a folder again, or deletes it if no notebook runs it.
+    """Whether ``folder`` is one this script wrote: a ``seq2seq-*`` or
+    ``vision-*`` folder (not a link) that holds nothing but a manifest
+    and weights files (``_export_files_only``), whose ``manifest.json``
+    is an export's (format, weights, fingerprint), or is damaged (not
+    JSON) beside weights named by their own sha256
+    (``_named_by_sha256``): the script exports such a folder again, or
+    deletes it if no notebook runs it.
     A manifest that is JSON but not an export's is another program's."""
     if not _export_files_only(folder):
         return False
@@ -254,7 +346,7 @@ def check_dest(dest):
     (the default ``assets/models`` or a new or empty folder), before
     anything is written or deleted there.  A symbolic link in it, or in
     an export's folder, is refused by name (the script would write or
-    delete where it points), and so is a ``seq2seq-*`` folder whose
+    delete where it points), and so is an export's folder whose
     damaged manifest ``is_export`` cannot prove the script's own: its
     files are kept for whoever knows what they are."""
     if not dest.exists():
@@ -264,7 +356,7 @@ def check_dest(dest):
                          "(assets/models) or a new or empty folder")
     foreign = []
     for p in sorted(dest.iterdir()):
-        inside = sorted(p.iterdir()) if p.name.startswith("seq2seq-") and \
+        inside = sorted(p.iterdir()) if p.name.startswith(PREFIXES) and \
             p.is_dir() and not p.is_symlink() else []
         link = next((q for q in [p, *inside] if q.is_symlink()), None)
         if link is not None:
@@ -309,8 +401,8 @@ def weights_line(manifest):
 
 
 def collect(found):
-    """The translators to export, by checkpoint, from ``(notebook,
-    translator payloads)`` pairs.  Two outputs may name one checkpoint
+    """The translators (or digit classifiers) to export, by checkpoint,
+    from ``(notebook, payloads)`` pairs.  Two outputs may name one checkpoint
     only for one model: another fingerprint or other weights would leave
     one page running the other's model, so that fails."""
     specs, where = {}, {}
@@ -339,12 +431,18 @@ def main(argv=None):
                         default=ROOT / "assets" / "models")
     args = parser.parse_args(argv)
     check_dest(args.dest)
-    specs = collect((nb, translators(ROOT / nb)) for nb in toc_notebooks())
+    notebooks = toc_notebooks()
+    specs = collect((nb, translators(ROOT / nb)) for nb in notebooks)
+    # toc_notebooks lists the notebooks that exist (the tests give it
+    # names alone, with translators of their own).
+    specs.update(collect((nb, classifiers(ROOT / nb)) for nb in notebooks
+                         if (ROOT / nb).is_file()))
     args.dest.mkdir(parents=True, exist_ok=True)
     with export_lock(args.dest):
         check_dest(args.dest)  # again: what was there before the lock
-        for spec in specs.values():
-            print(export(spec, args.dest), flush=True)
+        for name, spec in specs.items():
+            how = export_vision if name.startswith("vision-") else export
+            print(how(spec, args.dest), flush=True)
         # Models no notebook runs any more are not served; only this
         # script's own exports are ever deleted.
         for folder in args.dest.iterdir():

@@ -35,6 +35,7 @@ from d2lmini.live import (
     JS_PARTS,
     MODEL_FIELDS,
     NOTEBOOK_FIELDS,
+    VISION_PARTS,
     LiveHTML,
     export_model,
     kernel_regression_explorer,
@@ -47,6 +48,7 @@ from d2lmini.live import (
     sample_scores,
     scaling_explorer,
     translator,
+    vision_js,
     weights_bytes,
     with_site_view,
 )
@@ -466,7 +468,9 @@ def run_node(tmp_path, script, job):
                     "node)")
     path, live = tmp_path / "check.js", tmp_path / "live.js"
     path.write_text(script)
-    live.write_text(live_js(), encoding="utf-8")
+    # The page's script, then the vision part (which registers itself:
+    # require() still gives d2lLive, globalThis.d2lVision the other).
+    live.write_text(live_js() + "\n" + vision_js(), encoding="utf-8")
     done = subprocess.run([node, str(path), str(live)],
                           input=json.dumps(job), capture_output=True,
                           text=True, check=True)
@@ -1207,18 +1211,25 @@ def test_live_js_is_the_parts_of_d2lmini_js_in_one_function(tmp_path):
     parses on its own, and the script exports what the page and the
     tests use."""
     names = sorted(p.name for p in JS_DIR.iterdir())
-    assert names == sorted([*JS_PARTS, "wrapper.js"])
+    assert names == sorted([*JS_PARTS, "wrapper.js", *VISION_PARTS,
+                            "vision-wrapper.js"])
     js = live_js()
     assert js.startswith("/* d2lmini live explorers")
     found = [js.index((JS_DIR / name).read_text()) for name in JS_PARTS]
     assert found == sorted(found), "the parts are not in JS_PARTS order"
     assert js.count("(function (root) {") == 1 and "@parts" not in js
     node = shutil.which("node") or pytest.skip("node is not installed")
-    for name in JS_PARTS:
+    for name in (*JS_PARTS, *VISION_PARTS):
         subprocess.run([node, "--check", str(JS_DIR / name)], check=True)
+    vision = vision_js()  # its own script, after the page's
+    assert vision.count("(function (root) {") == 1 and "@parts" not in vision
+    assert all((JS_DIR / name).read_text() in vision
+               for name in VISION_PARTS)
+    assert not any((JS_DIR / name).read_text() in js
+                   for name in VISION_PARTS)
     assert run_node(tmp_path, NODE_NAMES, None) == sorted([
-        "MANIFEST_FORMAT", "TEXT_RULES", "beamTranslate", "expectedTensors",
-        "extent", "lengthPenaltyOf",
+        "MANIFEST_FORMAT", "TEXT_RULES", "addMount", "beamTranslate",
+        "expectedTensors", "extent", "lengthPenaltyOf", "parts",
         "MODEL_FIELDS", "loadModel", "makeModel", "manifestProblems",
         "maskedSoftmaxRow", "modelSha256", "mountAll", "nadarayaWatson",
         "positionalEncoding", "preprocess", "readSource", "sha256Hex",

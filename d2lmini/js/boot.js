@@ -32,6 +32,11 @@
   stroke: #000; stroke-width: 3; }
 .d2l-live .d2l-hypotheses caption, .d2l-live .d2l-beam-table caption {
   text-align: left; }
+.d2l-live canvas.d2l-digit-grid { width: 320px; max-width: 100%;
+  height: auto; touch-action: none; user-select: none; cursor: crosshair;
+  border: 1px solid #888; display: block; }
+.d2l-live .d2l-digit-grid-wrap { max-width: 100%; }
+.d2l-live .d2l-digit-cursor { font-size: 0.85em; margin: 0.2em 0; }
 `;
 
   function addStyle() {
@@ -44,11 +49,21 @@
                   "kernel-regression": mountKernelRegression,
                   "positional-encoding": mountPositionalEncoding,
                   translator: mountTranslator, training: mountTraining};
+  // Explorers whose part comes in a script of their own, after this one
+  // (d2lmini.live_page.vision_js): mountAll leaves them to it.
+  const LATER = ["digit-classifier"];
+
+  function addMount(kind, mount) {
+    MOUNTS[kind] = mount;
+  }
 
   function mountAll(doc) {
     addStyle();
     for (const node of (doc || document).querySelectorAll("[data-d2l-live]")) {
       if (node.dataset.d2lMounted) continue;
+      const kind = node.dataset.d2lLive;
+      if (LATER.includes(kind) &&
+          !Object.prototype.hasOwnProperty.call(MOUNTS, kind)) continue;
       node.dataset.d2lMounted = "1";
       // JupyterLab: keys typed in an explorer are not notebook shortcuts
       // (its notebook would cancel the arrow keys of the sliders).

@@ -60,7 +60,8 @@
    * colour map's ends stand for; default [0, 1]), colour (a map of 0..1,
    * default viridis), labelEvery (label every n-th row and column) and
    * marks {rows, cols} (indices outlined: a chosen row or column), which
-   * chart.mark(marks) moves without redrawing the cells.
+   * chart.mark(marks) moves without redrawing the cells; annotateDigits
+   * (default 2) the decimals written in each cell.
    */
   function heatmap(parent, opts) {
     const {values, rows, cols, title, xlabel, ylabel} = opts;
@@ -92,7 +93,7 @@
         svg("text", {
           x: x + cell / 2, y: y + cell / 2 + 4, "text-anchor": "middle",
           "font-size": 10, fill: textColour(scale(v)), "aria-hidden": "true"},
-        chart, fmt(v, 2));
+        chart, fmt(v, opts.annotateDigits ?? 2));
       }
     }));
     rows.forEach((r, i) => {

@@ -2,8 +2,11 @@
    * A model folder (d2lmini.live.export_model) holds manifest.json and
    * its weights: the manifest is checked field by field, the weights by
    * length, shape, value and sha256, and the manifest's description of
-   * the model by the sha256 the section's notebook recorded.  No DOM:
-   * this part runs in Node as well (tests/test_live.py). */
+   * the model by the sha256 the section's notebook recorded.  The
+   * generic steps (fetchManifest, fetchWeights, weightsFileProblems,
+   * tensorProblems, throwProblems, pickFields) serve vit.js's model
+   * folders too.  No DOM: this part runs in Node as well
+   * (tests/test_live.py). */
 
   async function fetchBytes(url, onProgress) {
     const response = await fetch(url);
@@ -105,6 +108,83 @@
   const isObject = (x) => x !== null && typeof x === "object" && !Array.isArray(x);
   const show = (x) => (x === undefined ? "missing" : JSON.stringify(x));
 
+  /** The manifest's weights file (weights, weights_sha256,
+   * weights_bytes) as an export names it: problems pushed onto bad. */
+  function weightsFileProblems(m, bad) {
+    const sha = m.weights_sha256;
+    if (typeof sha !== "string" || !/^[0-9a-f]{64}$/.test(sha)) {
+      bad.push(`weights_sha256 ${show(sha)} is not a sha256 (64 hex digits)`);
+    } else if (m.weights !== `weights-${sha.slice(0, 16)}.bin`) {
+      bad.push(`weights ${show(m.weights)} is not weights-` +
+               `${sha.slice(0, 16)}.bin, the name its sha256 gives`);
+    }
+    const bytes = m.weights_bytes;
+    if (!Number.isInteger(bytes) || bytes <= 0 || bytes % 4) {
+      bad.push(`weights_bytes ${show(bytes)} is not a whole number of float32s`);
+    }
+    return bad;
+  }
+
+  /** The manifest's tensors (an object, and weights_bytes a positive
+   * whole number: the caller checked) against expect, every tensor the
+   * model has by state-dict name in that order with its shape: each
+   * one there with that shape and offset, no other, filling the file;
+   * and with the weights (an ArrayBuffer, or null), their length and
+   * that every number is finite.  Problems are pushed onto bad (the
+   * weights are read only when bad is empty); returns bad. */
+  function tensorProblems(m, expect, buffer, bad) {
+    // An export writes the tensors one after the other, in the order
+    // of the state dict (expect's order): each offset is the one that
+    // order gives, so that no two tensors can trade places.
+    const bytes = m.weights_bytes, floats = bytes / 4, spans = [];
+    let next = 0;
+    for (const [name, shape] of Object.entries(expect)) {
+      const size = shape.reduce((a, b) => a * b, 1), at = next;
+      next += size;
+      const spec = m.tensors[name];
+      if (!isObject(spec)) { bad.push(`tensor ${name} is missing`); continue; }
+      if (!Array.isArray(spec.shape) || spec.shape.join() !== shape.join() ||
+          spec.shape.length !== shape.length) {
+        bad.push(`tensor ${name} has shape ${show(spec.shape)}, where the ` +
+                 `manifest's sizes make it ${show(shape)}`);
+        continue;
+      }
+      const o = spec.offset;
+      if (!Number.isInteger(o) || o < 0 || o + size > floats) {
+        bad.push(`tensor ${name}: offset ${show(o)} is not in [0, ` +
+                 `${floats - size}] (${size} floats in a file of ${floats})`);
+      } else if (o !== at) {
+        bad.push(`tensor ${name}: offset ${o}, where the order of the ` +
+                 `state dict puts it at ${at}`);
+      } else {
+        spans.push([o, o + size, name]);
+      }
+    }
+    // Own names only: `name in expect` would pass "constructor",
+    // "toString" or "__proto__" (expect's prototype has them).
+    for (const name of Object.keys(m.tensors)) {
+      if (!Object.prototype.hasOwnProperty.call(expect, name)) {
+        bad.push(`tensor ${name} is not part of the model`);
+      }
+    }
+    if (next !== floats) {
+      bad.push(`the tensors hold ${next} floats, the weights file ${floats}`);
+    }
+    if (buffer === undefined || buffer === null || bad.length) return bad;
+    if (buffer.byteLength !== bytes) {
+      bad.push(`${m.weights} has ${buffer.byteLength} bytes, where the ` +
+               `manifest says ${bytes}`);
+      return bad;
+    }
+    const values = new Float32Array(buffer);
+    for (const [start, stop, name] of spans) {
+      let count = 0;
+      for (let i = start; i < stop; i++) if (!Number.isFinite(values[i])) count++;
+      if (count) bad.push(`tensor ${name} holds ${count} numbers that are not finite (NaN or infinite)`);
+    }
+    return bad;
+  }
+
   /** What is wrong with a model's manifest (JSON) and, when given, its
    * weights (an ArrayBuffer): a list of sentences, empty when nothing is.
    *
@@ -205,17 +285,8 @@
         bad.push(`recipe ${f.recipe}, where the section trained ${theirs}`);
       }
     }
-    const sha = m.weights_sha256;
-    if (typeof sha !== "string" || !/^[0-9a-f]{64}$/.test(sha)) {
-      bad.push(`weights_sha256 ${show(sha)} is not a sha256 (64 hex digits)`);
-    } else if (m.weights !== `weights-${sha.slice(0, 16)}.bin`) {
-      bad.push(`weights ${show(m.weights)} is not weights-` +
-               `${sha.slice(0, 16)}.bin, the name its sha256 gives`);
-    }
+    weightsFileProblems(m, bad);
     const bytes = m.weights_bytes;
-    if (!Number.isInteger(bytes) || bytes <= 0 || bytes % 4) {
-      bad.push(`weights_bytes ${show(bytes)} is not a whole number of float32s`);
-    }
     if (!isObject(m.tensors)) {
       bad.push("tensors is missing");
       return bad;
@@ -223,61 +294,16 @@
     // The shapes need the sizes, the offsets a byte count.
     if (!sizesOk || !vocabsOk || !ATTENTIONS.includes(m.attention) ||
         !Number.isInteger(bytes) || bytes <= 0) return bad;
-    // export_model writes the tensors one after the other, in the order
-    // of the state dict (expectedTensors' order): each offset is the one
-    // that order gives, so that no two tensors can trade places.
-    const expect = expectedTensors(m), floats = bytes / 4, spans = [];
-    let next = 0;
-    for (const [name, shape] of Object.entries(expect)) {
-      const size = shape.reduce((a, b) => a * b, 1), at = next;
-      next += size;
-      const spec = m.tensors[name];
-      if (!isObject(spec)) { bad.push(`tensor ${name} is missing`); continue; }
-      if (!Array.isArray(spec.shape) || spec.shape.join() !== shape.join() ||
-          spec.shape.length !== shape.length) {
-        bad.push(`tensor ${name} has shape ${show(spec.shape)}, where the ` +
-                 `manifest's sizes make it ${show(shape)}`);
-        continue;
-      }
-      const o = spec.offset;
-      if (!Number.isInteger(o) || o < 0 || o + size > floats) {
-        bad.push(`tensor ${name}: offset ${show(o)} is not in [0, ` +
-                 `${floats - size}] (${size} floats in a file of ${floats})`);
-      } else if (o !== at) {
-        bad.push(`tensor ${name}: offset ${o}, where the order of the ` +
-                 `state dict puts it at ${at}`);
-      } else {
-        spans.push([o, o + size, name]);
-      }
-    }
-    // Own names only: `name in expect` would pass "constructor",
-    // "toString" or "__proto__" (expect's prototype has them).
-    for (const name of Object.keys(m.tensors)) {
-      if (!Object.prototype.hasOwnProperty.call(expect, name)) {
-        bad.push(`tensor ${name} is not part of the model`);
-      }
-    }
-    if (next !== floats) {
-      bad.push(`the tensors hold ${next} floats, the weights file ${floats}`);
-    }
-    if (buffer === undefined || buffer === null || bad.length) return bad;
-    if (buffer.byteLength !== bytes) {
-      bad.push(`${m.weights} has ${buffer.byteLength} bytes, where the ` +
-               `manifest says ${bytes}`);
-      return bad;
-    }
-    const values = new Float32Array(buffer);
-    for (const [start, stop, name] of spans) {
-      let count = 0;
-      for (let i = start; i < stop; i++) if (!Number.isFinite(values[i])) count++;
-      if (count) bad.push(`tensor ${name} holds ${count} numbers that are not finite (NaN or infinite)`);
-    }
-    return bad;
+    return tensorProblems(m, expectedTensors(m), buffer, bad);
   }
 
   /** Throw an Error that says what is wrong, if anything is. */
   function checkManifest(manifest, buffer, expected) {
-    const bad = manifestProblems(manifest, buffer, expected);
+    throwProblems(manifestProblems(manifest, buffer, expected));
+  }
+
+  /** Throw an Error that names the first three problems, if any. */
+  function throwProblems(bad) {
     if (bad.length) {
       const more = bad.length > 3 ? `; and ${bad.length - 3} more` : "";
       throw new Error(`the model's files are not valid: ` +
@@ -336,9 +362,43 @@
    * canonical JSON in UTF-8: d2lmini.live_translator.model_sha256, which
    * the section's translator output records. */
   function modelSha256(manifest) {
+    return sha256Hex(new TextEncoder().encode(canonicalJSON(
+      pickFields(manifest, MODEL_FIELDS))));
+  }
+
+  /** The fields of a manifest by name, a missing one as null. */
+  function pickFields(manifest, names) {
     const fields = {};
-    for (const k of MODEL_FIELDS) fields[k] = manifest[k] === undefined ? null : manifest[k];
-    return sha256Hex(new TextEncoder().encode(canonicalJSON(fields)));
+    for (const k of names) fields[k] = manifest[k] === undefined ? null : manifest[k];
+    return fields;
+  }
+
+  /** A model folder's manifest.json, parsed (not checked yet). */
+  async function fetchManifest(folder) {
+    const response = await fetch(`${folder}manifest.json`);
+    if (!response.ok) throw new Error(`${folder}manifest.json: HTTP ${response.status}`);
+    try {
+      return await response.json();
+    } catch (err) {
+      throw new Error(`${folder}manifest.json is not JSON (${err.message})`);
+    }
+  }
+
+  /** The weights file a checked manifest names, as an ArrayBuffer of
+   * the length and sha256 the manifest gives. */
+  async function fetchWeights(folder, manifest, onProgress) {
+    const buffer = await fetchBytes(folder + manifest.weights, onProgress || (() => {}));
+    if (buffer.byteLength !== manifest.weights_bytes) {
+      throw new Error(`${manifest.weights}: ${buffer.byteLength} bytes, ` +
+                      `expected ${manifest.weights_bytes}`);
+    }
+    // The page states which weights it runs from the manifest's sha256:
+    // check that the file is the one it describes.
+    if (await digest(buffer) !== manifest.weights_sha256) {
+      throw new Error(`${manifest.weights} is not the file its manifest ` +
+                      "describes (another sha256): reload the page");
+    }
+    return buffer;
   }
 
   /** Load a model folder: manifest.json and its weights file, both
@@ -352,14 +412,7 @@
    */
   async function loadModel(base, checkpoint, onProgress, expected) {
     const folder = `${base}${checkpoint}/`;
-    const response = await fetch(`${folder}manifest.json`);
-    if (!response.ok) throw new Error(`${folder}manifest.json: HTTP ${response.status}`);
-    let manifest;
-    try {
-      manifest = await response.json();
-    } catch (err) {
-      throw new Error(`${folder}manifest.json is not JSON (${err.message})`);
-    }
+    const manifest = await fetchManifest(folder);
     const want = {checkpoint, ...(expected || {})};
     checkManifest(manifest, null, want);
     if (want.model_sha256 && manifest.weights_sha256 === want.weights_sha256 &&
@@ -370,17 +423,7 @@
                       "tensor layout were changed): rebuild the site " +
                       "(make book)");
     }
-    const buffer = await fetchBytes(folder + manifest.weights, onProgress || (() => {}));
-    if (buffer.byteLength !== manifest.weights_bytes) {
-      throw new Error(`${manifest.weights}: ${buffer.byteLength} bytes, ` +
-                      `expected ${manifest.weights_bytes}`);
-    }
-    // The page states which weights it runs from the manifest's sha256:
-    // check that the file is the one it describes.
-    if (await digest(buffer) !== manifest.weights_sha256) {
-      throw new Error(`${manifest.weights} is not the file its manifest ` +
-                      "describes (another sha256): reload the page");
-    }
+    const buffer = await fetchWeights(folder, manifest, onProgress);
     checkManifest(manifest, buffer, want);
     return makeModel(manifest, buffer);
   }

@@ -42,6 +42,9 @@
  * translator box), scrubber.js (training, scrubbed), boot.js (the
  * style sheet, mounting every explorer).
  * This file, wrapper.js, holds the function and the names it exports.
+ * The digit classifier (vit.js) comes in a script of its own,
+ * vision-wrapper.js, which only its output carries: it takes the
+ * helpers it shares from d2lLive.parts.
  */
 (function (root) {
   "use strict";
@@ -55,7 +58,14 @@
                   nadarayaWatson, positionalEncoding, viridis,
                   weightsStatement, manifestProblems, expectedTensors,
                   extent, MANIFEST_FORMAT, MODEL_FIELDS, modelSha256,
-                  sha256Hex};
+                  sha256Hex, addMount,
+                  // What js/vit.js, in a script of its own, shares.
+                  parts: {el, svg, maxOf, shown, numbersTable, heatmap,
+                          matvec, softmax, linear, headMemory, multiHead,
+                          layerNorm, sha256Hex, MAX_SIZE, isSize, isObject,
+                          show, weightsFileProblems, tensorProblems,
+                          throwProblems, byCodePoint, canonicalJSON,
+                          pickFields, fetchManifest, fetchWeights}};
   if (typeof module !== "undefined") module.exports = root.d2lLive;
 })(typeof window !== "undefined" ? window : globalThis);
 if (typeof document !== "undefined") window.d2lLive.mountAll();
