@@ -49,8 +49,9 @@ _NAMES = {
 _WHERE = {name: module for module, names in _NAMES.items()
           for name in names}
 # Modules without top-level names, importable as d2lmini.<module> too.
-_MODULES = (*_NAMES, "alignment", "digits", "live", "notebook", "report",
-            "timing", "vision", "vit", "widgets")
+_MODULES = (*_NAMES, "alignment", "digits", "generation", "live",
+            "notebook", "pretraining", "report", "timing", "vision", "vit",
+            "widgets")
 
 __all__ = sorted(_WHERE)
 
