@@ -28,7 +28,7 @@ from .utils import atomic_write
 __all__ = ["MANIFEST_FORMAT", "MODELS_URL", "MODEL_FIELDS",
            "NOTEBOOK_FIELDS", "PAGE_ATTENTIONS", "bleu_fields",
            "export_model", "model_sha256", "notebook_record", "translator",
-           "weights_bytes"]
+           "weights_bytes", "write_export"]
 
 # Where the website serves exported models, from a page in chapters/.
 MODELS_URL = "../_static/models/"
@@ -289,7 +289,16 @@ def export_model(recipe, run, folder, *, evaluated=None):
         **bleu_fields(evaluate(run.model, run.data)),
         "notebook": None if evaluated is None
         else notebook_record(evaluated)}
-    out = Path(folder) / fields["checkpoint"]
+    return write_export(folder, manifest, weights)
+
+
+def write_export(folder, manifest, weights):
+    """Write ``weights`` (bytes) and ``manifest`` into ``folder /
+    manifest['checkpoint']``: the weights to a new file named by the
+    manifest, then the manifest in one rename (the switch); the weights
+    the replaced manifest named are kept, older weights files removed.
+    Returns the model's folder."""
+    out = Path(folder) / manifest["checkpoint"]
     out.mkdir(parents=True, exist_ok=True)
     keep = {manifest["weights"], _weights_named(out / "manifest.json")}
     with atomic_write(out / manifest["weights"]) as f:

@@ -21,12 +21,10 @@ num_hiddens, F mlp_num_hiddens, h heads, N blocks, 10 classes.
 import dataclasses
 import hashlib
 import json
-from pathlib import Path
 
 from .digits import IMAGE_SIZE, NUM_CLASSES
 from .live_page import LiveHTML, _at_most, _count, vision_js
-from .live_translator import MODELS_URL, _weights_named, weights_bytes
-from .utils import atomic_write
+from .live_translator import MODELS_URL, weights_bytes, write_export
 
 __all__ = ["VIT_MANIFEST_FORMAT", "VIT_MODEL_FIELDS",
            "VIT_NOTEBOOK_FIELDS", "digit_classifier", "export_vit",
@@ -255,14 +253,4 @@ def export_vit(run, folder, *, evaluated=None):
         "test_accuracy": acc, "test_images": n,
         "notebook": None if evaluated is None
         else vit_notebook_record(evaluated)}
-    out = Path(folder) / fields["checkpoint"]
-    out.mkdir(parents=True, exist_ok=True)
-    keep = {manifest["weights"], _weights_named(out / "manifest.json")}
-    with atomic_write(out / manifest["weights"]) as f:
-        f.write(weights)
-    with atomic_write(out / "manifest.json") as f:  # last: the switch
-        f.write(json.dumps(manifest, indent=1).encode("utf-8"))
-    for old in out.glob("weights*.bin"):
-        if old.name not in keep:
-            old.unlink()
-    return out
+    return write_export(folder, manifest, weights)

@@ -225,10 +225,20 @@ def equal_time_steps(reference, other, reference_steps=None, *, rounds=3,
                 model = build_model(recipe, data)
                 seconds[name].append(seconds_per_step(model, batches,
                                                       device))
-    # The step count follows from the milliseconds as recorded, so the
-    # numbers a notebook prints give its step count again.
-    ms = {name: round(1000 * statistics.median(s), 3)
-          for name, s in seconds.items()}
+    return _record(path, reference_steps, _median_ms(seconds))
+
+
+def _median_ms(seconds):
+    """name -> the median of its seconds per step, in ms to 3 decimals."""
+    return {name: round(1000 * statistics.median(s), 3)
+            for name, s in seconds.items()}
+
+
+def _record(path, reference_steps, ms):
+    """The ``EqualTime`` of the medians ``ms``, written to ``path`` for
+    later runs on this machine.  The step count follows from the
+    milliseconds as recorded, so the numbers a notebook prints give its
+    step count again."""
     ratio = ms["reference"] / ms["other"]
     result = EqualTime(steps=round(reference_steps * ratio),
                        reference_steps=reference_steps, ms=ms,

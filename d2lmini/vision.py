@@ -15,10 +15,8 @@ with a bootstrap interval, and the paired difference to a reference.
 """
 
 import dataclasses
-import datetime
 import hashlib
 import json
-import statistics
 from pathlib import Path
 from typing import NamedTuple
 
@@ -36,12 +34,12 @@ from .cache import (
 from .digits import Digits
 from .timing import (
     WARMUP,
-    EqualTime,
-    _machine_words,
+    _median_ms,
     _read_record,
+    _record,
     seconds_per_step,
 )
-from .utils import atomic_write, check_int, keep_random_state, machine
+from .utils import check_int, keep_random_state, machine
 from .vit import VisionRecipe, bootstrap, fit, predict
 
 __all__ = ["VisionRun", "code_fingerprint", "equal_time_steps",
@@ -220,8 +218,8 @@ def equal_time_steps(reference, other, reference_steps=None, *, rounds=3,
     key = json.dumps([METHOD, reference.key(), other.key(),
                       reference_steps, rounds, steps, code_fingerprint(),
                       m["cpu"], m["threads"], m["torch"]])
-    path = (corpus.cache_dir() / "timings" /
-            f"vision-equal-time-{hashlib.sha256(key.encode()).hexdigest()[:16]}.json")  # noqa: E501
+    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+    path = corpus.cache_dir() / "timings" / f"vision-equal-time-{digest}.json"
     if path.is_file() and not remeasure:
         record = _read_record(path, reference_steps)
         if record is not None:
@@ -237,21 +235,11 @@ def equal_time_steps(reference, other, reference_steps=None, *, rounds=3,
             for name, recipe in (order if i % 2 == 0 else order[::-1]):
                 seconds[name].append(seconds_per_step(recipe.build(),
                                                       batches))
-    ms = {name: round(1000 * statistics.median(s), 3)
-          for name, s in seconds.items()}
-    ratio = ms["reference"] / ms["other"]
-    if round(reference_steps * ratio) < 1:
+    ms = _median_ms(seconds)
+    if round(reference_steps * ms["reference"] / ms["other"]) < 1:
         raise ValueError(
             f"{reference_steps} reference steps take less time than one "
             f"step of the other model ({ms['reference']} ms against "
             f"{ms['other']} ms): give more reference_steps")
-    result = EqualTime(steps=round(reference_steps * ratio),
-                       reference_steps=reference_steps, ms=ms, ratio=ratio,
-                       date=datetime.date.today().isoformat(),
-                       machine=_machine_words())
-    record = dataclasses.asdict(result)
-    del record["reused"]
-    with atomic_write(path) as f:
-        f.write((json.dumps(record, indent=1) + "\n").encode())
-    return result
+    return _record(path, reference_steps, ms)
 

@@ -86,9 +86,9 @@ class PatchEmbedding(nn.Module):
                             ("in_channels", in_channels)):
             check_int(name, value)
         if img_size % patch_size:
+            sizes = [p for p in range(1, img_size + 1) if img_size % p == 0]
             raise ValueError(f"patch_size {patch_size} must divide "
-                             f"img_size {img_size}; try one of "
-                             f"{[p for p in range(1, img_size + 1) if img_size % p == 0]}")  # noqa: E501
+                             f"img_size {img_size}; try one of {sizes}")
         self.img_size, self.patch_size = img_size, patch_size
         self.num_patches = (img_size // patch_size) ** 2
         self.conv = nn.Conv2d(in_channels, num_hiddens,

@@ -191,14 +191,22 @@ def accuracy_line(manifest):
     """What a ViT export's manifest says of its weights, in words."""
     mine = (f"test accuracy {100 * manifest['test_accuracy']:.1f} % on "
             f"{manifest['test_images']} images")
+    theirs = (manifest.get("notebook") or {}).get("test_accuracy")
+    return _against_notebook(
+        mine, manifest, None if theirs is None else f"{100 * theirs:.1f} %")
+
+
+def _against_notebook(mine, manifest, theirs):
+    """``mine`` (the export's score, in words) and whether its weights
+    are those the notebook evaluated, which scored ``theirs`` (text, or
+    None when the notebook's output does not say)."""
     notebook = manifest.get("notebook") or {}
     if notebook.get("weights_sha256") is None:
         return f"{mine}; the notebook's output does not name its weights"
     if notebook["weights_sha256"] == manifest["weights_sha256"]:
         return f"{mine}: the weights the notebook evaluated"
-    theirs = "" if notebook.get("test_accuracy") is None else \
-        f", which scored {100 * notebook['test_accuracy']:.1f} %"
-    return (f"{mine}: other weights than the notebook's{theirs} (the "
+    scored = "" if theirs is None else f", which scored {theirs}"
+    return (f"{mine}: other weights than the notebook's{scored} (the "
             "page says so)")
 
 
@@ -388,16 +396,10 @@ def check_dest(dest):
 
 def weights_line(manifest):
     """What an export's manifest says of its weights, in words."""
-    mine = f"held-out BLEU {manifest['bleu']:.1f}"
-    notebook = manifest.get("notebook") or {}
-    if notebook.get("weights_sha256") is None:
-        return f"{mine}; the notebook's output does not name its weights"
-    if notebook["weights_sha256"] == manifest["weights_sha256"]:
-        return f"{mine}: the weights the notebook evaluated"
-    theirs = "" if notebook.get("bleu") is None else \
-        f", which scored {notebook['bleu']:.1f}"
-    return (f"{mine}: other weights than the notebook's{theirs} (the "
-            "page says so)")
+    theirs = (manifest.get("notebook") or {}).get("bleu")
+    return _against_notebook(f"held-out BLEU {manifest['bleu']:.1f}",
+                             manifest,
+                             None if theirs is None else f"{theirs:.1f}")
 
 
 def collect(found):

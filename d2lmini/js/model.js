@@ -44,11 +44,12 @@
     return e.map((x) => x / s);
   }
 
-  /** A model from its manifest (JSON) and weights (an ArrayBuffer).
-   * Its tensors are held by name in an object with no prototype: a
-   * tensor named "__proto__" or "constructor" is a name like any other
-   * (manifestProblems refuses such names before loadModel gets here). */
-  function makeModel(manifest, buffer) {
+  /** The tensors a manifest (JSON) names, read from the weights (an
+   * ArrayBuffer): {shape, data} by name (a vector's shape as a column,
+   * [n, 1], for matvec) in an object with no prototype, so a tensor
+   * named "__proto__" or "constructor" is a name like any other (the
+   * manifest checks refuse such names before a model is made). */
+  function tensorsOf(manifest, buffer) {
     const floats = new Float32Array(buffer);
     const t = Object.create(null);
     for (const [name, spec] of Object.entries(manifest.tensors)) {
@@ -59,6 +60,13 @@
       t[name] = {shape: spec.shape.length === 1 ? [spec.shape[0], 1] : spec.shape,
                  data: floats.subarray(spec.offset, spec.offset + size)};
     }
+    return t;
+  }
+
+  /** A model from its manifest (JSON) and weights (an ArrayBuffer),
+   * its tensors read by tensorsOf. */
+  function makeModel(manifest, buffer) {
+    const t = tensorsOf(manifest, buffer);
     const srcIndex = new Map(manifest.src_vocab.map((tok, i) => [tok, i]));
     const model = {manifest, t, srcIndex};
     if (manifest.attention !== "transformer") {

@@ -11,7 +11,7 @@
   const live = root.d2lLive;
   if (!live || root.d2lVision) return;  // one copy per page
   const {el, svg, maxOf, shown, numbersTable, heatmap, matvec, softmax,
-         linear, headMemory, multiHead, layerNorm, sha256Hex, MAX_SIZE,
+         linear, headMemory, multiHead, tensorsOf, layerNorm, sha256Hex, MAX_SIZE,
          isSize, isObject, show, weightsFileProblems, tensorProblems,
          throwProblems, byCodePoint, canonicalJSON, pickFields,
          fetchManifest, fetchWeights} = live.parts;

@@ -268,20 +268,9 @@
   }
 
   /** A ViT from its checked manifest (JSON) and weights (an
-   * ArrayBuffer): tensors by name in an object with no prototype, each
-   * {shape, data} (a vector's shape as a column, [n, 1], for model.js's
-   * matvec). */
+   * ArrayBuffer): its tensors as model.js's tensorsOf reads them. */
   function makeVit(manifest, buffer) {
-    const floats = new Float32Array(buffer), t = Object.create(null);
-    for (const [name, spec] of Object.entries(manifest.tensors)) {
-      const size = spec.shape.reduce((a, b) => a * b, 1);
-      if (spec.offset + size > floats.length) {
-        throw new Error(`the weights file is too short for ${name}`);
-      }
-      t[name] = {shape: spec.shape.length === 1 ? [spec.shape[0], 1] : spec.shape,
-                 data: floats.subarray(spec.offset, spec.offset + size)};
-    }
-    return {manifest, t};
+    return {manifest, t: tensorsOf(manifest, buffer)};
   }
 
   /** The ViT's forward pass on one image of 8 x 8 counts (0..16), as

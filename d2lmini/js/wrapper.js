@@ -62,6 +62,7 @@
                   // What js/vit.js, in a script of its own, shares.
                   parts: {el, svg, maxOf, shown, numbersTable, heatmap,
                           matvec, softmax, linear, headMemory, multiHead,
+                          tensorsOf,
                           layerNorm, sha256Hex, MAX_SIZE, isSize, isObject,
                           show, weightsFileProblems, tensorProblems,
                           throwProblems, byCodePoint, canonicalJSON,
