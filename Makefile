@@ -27,7 +27,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
         execute browser lab models archive \
         benchmark benchmark-seq2seq benchmark-quality benchmark-robustness \
         benchmark-packed-gru benchmark-step-time benchmark-seeds \
-        benchmark-vision-seeds \
+        benchmark-vision-seeds benchmark-pretraining \
         benchmark-transformer-cache benchmark-transformer-tuning \
         benchmark-profile benchmark-speedups benchmark-transformer-step \
         benchmark-beam-search vendor \
@@ -166,6 +166,11 @@ benchmark-seeds: $(STAMP)
 # at equal time, and its 4 x 4 patches, over three seeds (about 5 min).
 benchmark-vision-seeds: $(STAMP)
 	$(BIN)/python benchmarks/vision_seeds.py $(ARGS)
+
+# The pretraining section's language model, decoding settings and
+# pretrained against scratch translators, over three seeds (~20 min).
+benchmark-pretraining: $(STAMP)
+	$(BIN)/python benchmarks/pretraining.py $(ARGS)
 
 # The Transformer decoder's greedy decoding with and without its
 # key/value cache (seconds).

@@ -50,7 +50,8 @@ _WHERE = {name: module for module, names in _NAMES.items()
           for name in names}
 # Modules without top-level names, importable as d2lmini.<module> too.
 _MODULES = (*_NAMES, "alignment", "digits", "generation", "live",
-            "notebook", "pretraining", "report", "timing", "vision", "vit",
+            "lm", "notebook", "pretraining", "report", "timing", "vision",
+            "vit",
             "widgets")
 
 __all__ = sorted(_WHERE)

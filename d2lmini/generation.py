@@ -23,8 +23,18 @@ from .pretraining import (
 )
 from .utils import check_int
 
-__all__ = ["Mulberry32", "distinct_n", "generate", "next_token_distribution",
-           "sample", "self_perplexity"]
+__all__ = ["SETTINGS", "Mulberry32", "distinct_n", "generate",
+           "next_token_distribution", "sample", "sample_study",
+           "self_perplexity"]
+
+# The decoding settings that the section compares (keyword arguments of
+# ``generate``).
+SETTINGS = {"greedy": {"temperature": 0},
+            "temperature 0.7": {"temperature": 0.7},
+            "temperature 1": {"temperature": 1.0},
+            "temperature 1.5": {"temperature": 1.5},
+            "top-k 10": {"top_k": 10},
+            "top-p 0.9": {"top_p": 0.9}}
 
 
 class Mulberry32:
@@ -224,3 +234,38 @@ def self_perplexity(model, sequences, bos, eos):
     scored as if it ended there."""
     return perplexity(model, [s[:-1] if s and s[-1] == eos else s
                               for s in sequences], bos, eos)
+
+
+def sample_study(model, bos, eos, settings=None, seeds=(0,), n=100,
+                 max_new_tokens=20, forbid=(), known=()):
+    """What each decoding setting writes, measured.
+
+    For every named setting (``generate``'s keyword arguments, default
+    ``SETTINGS``) and seed, ``n`` sentences are generated from ``[bos]``
+    with the generator seeds ``seed * n`` to ``seed * n + n - 1``.
+
+    Returns:
+        name -> one dict per seed: ``distinct_1`` and ``distinct_2``
+        over its ``n`` sentences, ``self_ppl`` (``self_perplexity``),
+        ``mean_len`` (new tokens, ``eos`` included), ``copied`` (the
+        share of sentences, without ``eos``, that are in ``known``: id
+        tuples of the training text) and the first three ``samples``.
+    """
+    settings = SETTINGS if settings is None else settings
+    check_int("n", n)
+    known = set(map(tuple, known))
+    study = {}
+    for name, kwargs in settings.items():
+        study[name] = []
+        for seed in seeds:
+            out = [generate(model, [bos], max_new_tokens, eos, seed=seed * n
+                            + i, forbid=forbid, **kwargs) for i in range(n)]
+            words = [s[:-1] if s and s[-1] == eos else s for s in out]
+            study[name].append({
+                "seed": seed, "distinct_1": distinct_n(words, 1),
+                "distinct_2": distinct_n(words, 2),
+                "self_ppl": self_perplexity(model, out, bos, eos),
+                "mean_len": sum(map(len, out)) / n,
+                "copied": sum(tuple(w) in known for w in words) / n,
+                "samples": out[:3]})
+    return study

@@ -29,14 +29,22 @@ static website.
   or keyboard), which the vision section's ViT classifies in the page:
   the ten probabilities and each head's ``<cls>`` attention over the
   patches, redrawn at every stroke, from weights that ``export_vit``
-  writes (the website's build exports them).
+  writes (the website's build exports them);
+- ``text_writer``: a text box whose French beginning the pretraining
+  section's language model continues in the page, token by token, with
+  controls for the temperature, top-k, top-p and the seed (the tokens
+  ``d2lmini.generation.generate`` draws), the next-token distribution
+  as bars and each head's causal self-attention, from weights that
+  ``export_lm`` writes (the website's build exports them).
 
-The code lives in five modules, whose names this one offers:
+The code lives in six modules, whose names this one offers:
 ``d2lmini.live_page`` (the script, ``LiveHTML``, ``payloads``,
 ``with_site_view``), ``d2lmini.live_explorers`` (the four figure
 explorers), ``d2lmini.live_translator`` (the translator and the
-model's export), ``d2lmini.live_training`` (the training scrubber) and
-``d2lmini.live_vision`` (the digit classifier and its ViT's export).
+model's export), ``d2lmini.live_training`` (the training scrubber),
+``d2lmini.live_vision`` (the digit classifier and its ViT's export) and
+``d2lmini.live_lm`` (the text writer and its language model's
+export).
 Shape legend: L queries (sampled ones in the scaling explorer), S keys,
 D features.
 """
@@ -49,12 +57,25 @@ from .live_explorers import (
     sample_scores,
     scaling_explorer,
 )
+from .live_lm import (
+    LM_MANIFEST_FORMAT,
+    LM_MODEL_FIELDS,
+    LM_NOTEBOOK_FIELDS,
+    export_lm,
+    lm_model_sha256,
+    lm_notebook_record,
+    lm_tensors,
+    lm_weights_bytes,
+    text_writer,
+)
 from .live_page import (
     JS_DIR,
     JS_PARTS,
+    LM_PARTS,
     VISION_PARTS,
     LiveHTML,
     live_js,
+    lm_js,
     payloads,
     vision_js,
     with_site_view,
@@ -83,15 +104,19 @@ from .live_vision import (
     vit_notebook_record,
 )
 
-__all__ = ["DIMS", "JS_DIR", "JS_PARTS", "MANIFEST_FORMAT", "MODEL_FIELDS",
-           "MODELS_URL", "NOTEBOOK_FIELDS", "PAGE_ATTENTIONS", "LiveHTML",
+__all__ = ["DIMS", "JS_DIR", "JS_PARTS", "LM_MANIFEST_FORMAT",
+           "LM_MODEL_FIELDS", "LM_NOTEBOOK_FIELDS", "LM_PARTS",
+           "MANIFEST_FORMAT", "MODEL_FIELDS", "MODELS_URL",
+           "NOTEBOOK_FIELDS", "PAGE_ATTENTIONS", "LiveHTML",
            "SCRUBBER_MAX_BYTES", "VISION_PARTS", "VIT_MANIFEST_FORMAT",
            "VIT_MODEL_FIELDS",
            "VIT_NOTEBOOK_FIELDS", "bleu_fields", "digit_classifier",
-           "export_model", "export_vit", "kernel_regression_explorer",
-           "live_js", "masked_softmax_explorer", "model_sha256",
+           "export_lm", "export_model", "export_vit",
+           "kernel_regression_explorer", "live_js", "lm_js",
+           "lm_model_sha256", "lm_notebook_record", "lm_tensors",
+           "lm_weights_bytes", "masked_softmax_explorer", "model_sha256",
            "notebook_record", "payloads",
            "positional_encoding_explorer", "sample_scores",
-           "scaling_explorer", "training_scrubber", "translator",
-           "vision_js", "vit_model_sha256", "vit_notebook_record",
-           "weights_bytes", "with_site_view"]
+           "scaling_explorer", "text_writer", "training_scrubber",
+           "translator", "vision_js", "vit_model_sha256",
+           "vit_notebook_record", "weights_bytes", "with_site_view"]

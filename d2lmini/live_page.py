@@ -15,8 +15,8 @@ import numbers
 import re
 from pathlib import Path
 
-__all__ = ["JS_DIR", "JS_PARTS", "LiveHTML", "VISION_PARTS", "live_js",
-           "payloads", "vision_js", "with_site_view"]
+__all__ = ["JS_DIR", "JS_PARTS", "LM_PARTS", "LiveHTML", "VISION_PARTS",
+           "live_js", "lm_js", "payloads", "vision_js", "with_site_view"]
 
 JS_DIR = Path(__file__).with_name("js")
 # The parts of the page's script, in the order live_js puts them into
@@ -32,6 +32,11 @@ _PARTS_LINE = ("  // @parts: d2lmini.live puts the files of JS_PARTS here, "
 VISION_PARTS = ("vit.js",)
 _VISION_LINE = ("  // @parts: d2lmini.live puts the files of VISION_PARTS "
                 "here, in order.\n")
+# The text writer's part, in js/lm-wrapper.js, carried only by its
+# output, as the digit classifier's is.
+LM_PARTS = ("lm.js",)
+_LM_LINE = ("  // @parts: d2lmini.live puts the files of LM_PARTS here, "
+            "in order.\n")
 
 NEEDS_JS = ("This explorer runs in the page: on the website it is live; in "
             "Jupyter, run the cell (Jupyter runs scripts only in outputs "
@@ -64,6 +69,15 @@ def vision_js():
     return _assemble("vision-wrapper.js", _VISION_LINE, VISION_PARTS)
 
 
+def lm_js():
+    """The text writer's script: ``js/lm-wrapper.js`` with the files of
+    ``LM_PARTS``.  Like ``vision_js()``, it runs after ``live_js()``
+    (only the text writer's output carries it), takes the helpers it
+    shares from ``d2lLive.parts`` and adds its explorer with
+    ``d2lLive.addMount``."""
+    return _assemble("lm-wrapper.js", _LM_LINE, LM_PARTS)
+
+
 def _count(name, value, low=1):
     """``value`` as an int, at least ``low``; else a TypeError or
     ValueError that names it."""
@@ -92,7 +106,7 @@ def payloads(html_text, kind):
 class LiveHTML:
     """An HTML output (``_repr_html_``) holding one live explorer: its
     data, the page's script and ``extra_js`` (a part that only this
-    explorer needs, such as ``vision_js()``), if any."""
+    explorer needs, such as ``vision_js()`` or ``lm_js()``), if any."""
 
     def __init__(self, kind, data, note, extra_js=""):
         self.kind, self.data = kind, data

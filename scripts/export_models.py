@@ -1,5 +1,5 @@
-"""Export the models that the website's translators and digit
-classifier run in the page.
+"""Export the models that the website's translators, digit classifier
+and text writer run in the page.
 
 Usage::
 
@@ -36,8 +36,15 @@ exported the same way: the vision section's ViT, loaded with
 does not have it) and written with ``d2lmini.live.export_vit`` (which
 scores it on the digits' test split, and records the test accuracy and
 sha256 of the weights the notebook evaluated) into
-``dest/vision-vit-<key>/``.  What is said above of the ``seq2seq-*``
-folders holds for these ``vision-*`` folders too.
+``dest/vision-vit-<key>/``.  So are the text-writer outputs
+(``d2lmini.live.text_writer``): the pretraining section's language
+model, loaded with ``d2lmini.lm.train_or_load_lm`` (2 to 3 minutes to
+train on 2 CPU cores when the cache does not have it) and written with
+``d2lmini.live.export_lm`` (which records its validation perplexity,
+and the sha256 and perplexity of the weights the notebook evaluated)
+into ``dest/lm-french-<key>/``.  What is said above of the
+``seq2seq-*`` folders holds for these ``vision-*`` and ``lm-*``
+folders too.
 
 Fails when the model it would export is not the one the notebook
 evaluated (the code, data or torch changed since the notebook ran): run
@@ -73,6 +80,11 @@ def classifiers(notebook):
     return _outputs(notebook, "digit-classifier")
 
 
+def writers(notebook):
+    """The data of every text-writer output of a notebook."""
+    return _outputs(notebook, "text-writer")
+
+
 def _outputs(notebook, kind):
     """The data of every ``kind`` explorer in a notebook's outputs."""
     from d2lmini.live import payloads
@@ -89,7 +101,7 @@ def _outputs(notebook, kind):
 
 
 # The folders this script writes in --dest, by the checkpoint's prefix.
-PREFIXES = ("seq2seq-", "vision-")
+PREFIXES = ("seq2seq-", "vision-", "lm-")
 
 
 def export(spec, dest):
@@ -187,6 +199,56 @@ def export_vision(spec, dest):
             f"{accuracy_line(saved)})")
 
 
+def export_language_model(spec, dest):
+    """Export one text writer's language model into
+    ``dest/<checkpoint>/``, as ``export`` does a translator's model;
+    return a line saying what it did."""
+    from d2lmini import lm
+    from d2lmini.live import (
+        LM_MANIFEST_FORMAT,
+        export_lm,
+        lm_notebook_record,
+    )
+
+    recipe = lm.LMRecipe(**spec["recipe"])
+    name = spec["checkpoint"]
+    made = f"lm-french-{recipe.key()}"  # train_or_load_lm's file name
+    if made != name:
+        raise SystemExit(f"{name}: its recipe now makes {made}; run make "
+                         "execute")
+    saved = up_to_date(dest / name, spec, LM_MANIFEST_FORMAT,
+                       lm_notebook_record(spec))
+    if saved is not None:
+        return f"{name}: up to date ({perplexity_line(saved)})"
+    if not (lm._models_dir(None) / f"{name}.pt").is_file():
+        print(f"{name}: not in the checkpoint cache, training it now "
+              "(2 to 3 minutes on 2 CPU cores)...", flush=True)
+    start = time.perf_counter()
+    run = lm.train_or_load_lm(recipe)
+    current = lm._fingerprint(recipe.key(), run.data)
+    if current != spec["fingerprint"]:
+        saved = spec["fingerprint"]
+        changed = [k for k in current if current[k] != saved.get(k)]
+        raise SystemExit(
+            f"{name}: the notebook evaluated a model trained with another "
+            f"{' and '.join(changed)}; run `make execute` so that the page "
+            "runs the model the section reports")
+    saved = record_digest(export_lm(run, dest, evaluated=spec))
+    how = "trained and exported" if run.trained else "exported"
+    return (f"{name}: {how} in {time.perf_counter() - start:.0f} s "
+            f"({saved['weights_bytes'] / 1e6:.2f} MB of weights; "
+            f"{perplexity_line(saved)})")
+
+
+def perplexity_line(manifest):
+    """What a language model export's manifest says of its weights, in
+    words."""
+    theirs = (manifest.get("notebook") or {}).get("val_ppl")
+    return _against_notebook(
+        f"validation perplexity {manifest['val_ppl']:.1f}", manifest,
+        None if theirs is None else f"{theirs:.1f}")
+
+
 def accuracy_line(manifest):
     """What a ViT export's manifest says of its weights, in words."""
     mine = (f"test accuracy {100 * manifest['test_accuracy']:.1f} % on "
@@ -258,11 +320,11 @@ def _is_weights(path):
 
 
 def _export_files_only(folder):
-    """Whether ``folder`` is a ``seq2seq-*`` or ``vision-*`` folder (not
-    a link) that holds a manifest.json and nothing but the files an
-    export holds, each a plain file (not a link): the manifest, its
-    ``DIGEST``, weights files and, beside them, the temporary files of
-    an interrupted write
+    """Whether ``folder`` is a ``seq2seq-*``, ``vision-*`` or ``lm-*``
+    folder (not a link) that holds a manifest.json and nothing but the
+    files an export holds, each a plain file (not a link): the
+    manifest, its ``DIGEST``, weights files and, beside them, the
+    temporary files of an interrupted write
     (d2lmini.utils.atomic_write: ".<name>.<random>.part")."""
     if not (folder.is_dir() and not folder.is_symlink()
             and folder.name.startswith(PREFIXES)
@@ -294,9 +356,10 @@ def _named_by_sha256(folder):
 
 
 def is_export(folder):
-    """Whether ``folder`` is one this script wrote: a ``seq2seq-*`` or
-    ``vision-*`` folder (not a link) that holds nothing but a manifest
-    and weights files (``_export_files_only``), whose ``manifest.json``
+    """Whether ``folder`` is one this script wrote: a ``seq2seq-*``,
+    ``vision-*`` or ``lm-*`` folder (not a link) that holds nothing but
+    a manifest and weights files (``_export_files_only``), whose
+    ``manifest.json``
     is an export's (format, weights, fingerprint), or is damaged (not
     JSON) beside weights named by their own sha256
     (``_named_by_sha256``): the script exports such a folder again, or
@@ -439,11 +502,14 @@ def main(argv=None):
     # names alone, with translators of their own).
     specs.update(collect((nb, classifiers(ROOT / nb)) for nb in notebooks
                          if (ROOT / nb).is_file()))
+    specs.update(collect((nb, writers(ROOT / nb)) for nb in notebooks
+                         if (ROOT / nb).is_file()))
     args.dest.mkdir(parents=True, exist_ok=True)
     with export_lock(args.dest):
         check_dest(args.dest)  # again: what was there before the lock
         for name, spec in specs.items():
-            how = export_vision if name.startswith("vision-") else export
+            how = export_vision if name.startswith("vision-") else \
+                export_language_model if name.startswith("lm-") else export
             print(how(spec, args.dest), flush=True)
         # Models no notebook runs any more are not served; only this
         # script's own exports are ever deleted.

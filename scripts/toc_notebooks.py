@@ -1,9 +1,11 @@
 """Print the notebooks listed in _toc.yml, in reading order, one a line.
 
 With ``--trains``, only those whose code trains a model (calls
-``train_or_load``): the ones whose outputs another machine changes.
+``train_or_load``, ``train_or_load_lm`` or ``finetune_or_load``): the
+ones whose outputs another machine changes.
 """
 
+import re
 import sys
 from pathlib import Path
 
@@ -33,10 +35,15 @@ def toc_notebooks(root=ROOT):
             if f and (root / f"{f}.ipynb").is_file()]
 
 
+# The calls that train a model or load it from the cache.
+TRAINS = re.compile(r"\btrain_or_load(_lm)?\(|\bfinetune_or_load\(")
+
+
 def trains(path):
-    """Whether a notebook's code calls ``train_or_load``."""
+    """Whether a notebook's code calls ``train_or_load`` (or the
+    pretraining section's ``train_or_load_lm``/``finetune_or_load``)."""
     nb = nbformat.read(path, as_version=4)
-    return any(cell.cell_type == "code" and "train_or_load(" in cell.source
+    return any(cell.cell_type == "code" and TRAINS.search(cell.source)
                for cell in nb.cells)
 
 

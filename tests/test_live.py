@@ -33,6 +33,7 @@ from d2lmini.experiment import CHAPTER_RECIPE, build_model, evaluate
 from d2lmini.live import (
     JS_DIR,
     JS_PARTS,
+    LM_PARTS,
     MODEL_FIELDS,
     NOTEBOOK_FIELDS,
     VISION_PARTS,
@@ -40,6 +41,7 @@ from d2lmini.live import (
     export_model,
     kernel_regression_explorer,
     live_js,
+    lm_js,
     masked_softmax_explorer,
     model_sha256,
     notebook_record,
@@ -1212,21 +1214,23 @@ def test_live_js_is_the_parts_of_d2lmini_js_in_one_function(tmp_path):
     tests use."""
     names = sorted(p.name for p in JS_DIR.iterdir())
     assert names == sorted([*JS_PARTS, "wrapper.js", *VISION_PARTS,
-                            "vision-wrapper.js"])
+                            "vision-wrapper.js", *LM_PARTS,
+                            "lm-wrapper.js"])
     js = live_js()
     assert js.startswith("/* d2lmini live explorers")
     found = [js.index((JS_DIR / name).read_text()) for name in JS_PARTS]
     assert found == sorted(found), "the parts are not in JS_PARTS order"
     assert js.count("(function (root) {") == 1 and "@parts" not in js
     node = shutil.which("node") or pytest.skip("node is not installed")
-    for name in (*JS_PARTS, *VISION_PARTS):
+    for name in (*JS_PARTS, *VISION_PARTS, *LM_PARTS):
         subprocess.run([node, "--check", str(JS_DIR / name)], check=True)
-    vision = vision_js()  # its own script, after the page's
-    assert vision.count("(function (root) {") == 1 and "@parts" not in vision
-    assert all((JS_DIR / name).read_text() in vision
-               for name in VISION_PARTS)
-    assert not any((JS_DIR / name).read_text() in js
-                   for name in VISION_PARTS)
+    for extra, names in ((vision_js(), VISION_PARTS), (lm_js(), LM_PARTS)):
+        # Its own script, after the page's.
+        assert extra.count("(function (root) {") == 1
+        assert "@parts" not in extra
+        assert all((JS_DIR / name).read_text() in extra for name in names)
+        assert not any((JS_DIR / name).read_text() in js
+                       for name in names)
     assert run_node(tmp_path, NODE_NAMES, None) == sorted([
         "MANIFEST_FORMAT", "TEXT_RULES", "addMount", "beamTranslate",
         "expectedTensors", "extent", "lengthPenaltyOf", "parts",

@@ -40,8 +40,17 @@ test), and:
   and gets d2lmini's probabilities and attention (1e-5), undo, clear,
   the menu and the block control work, a model that fails to load says
   so, and the redraw times are printed;
-- in JupyterLab, an explorer and a training scrubber run in the output
-  of their cell and answer the keyboard;
+- the page's text writer (the pretraining section's) loads its language
+  model when it comes into view and writes, for a typed beginning and
+  Enter, the tokens ``d2lmini.generation.generate`` draws with the same
+  settings and seed (greedy included); on small pages of their own with
+  an untrained model of the section's sizes, its controls (temperature,
+  top-k, top-p, seed) work from the keyboard, the next-token bars (1e-5)
+  and each head's causal attention (1e-4) are d2lmini's numbers, unknown
+  words and bad input get an answer, a model that fails to load says
+  so, and the times from Enter to the first token are printed;
+- in JupyterLab, an explorer, a training scrubber and a text writer run
+  in the output of their cell and answer the keyboard;
 - page weights stay within their budgets.
 
 The numbers measured (page weights, load and translation times) are
@@ -78,6 +87,7 @@ from test_book_html import HTML, PAGES, browser, server, site  # noqa: F401
 from d2lmini.live import (
     export_model,
     live_js,
+    lm_js,
     notebook_record,
     payloads,
     vision_js,
@@ -106,13 +116,14 @@ BUDGET_BEFORE = {
 
 def weight_budget(doc):
     """A page's budget: its own above; a lab page with a training
-    scrubber, the heaviest page with an explorer; any other lab or
-    solutions page, the opener's (it has no explorer)."""
+    scrubber or a page with a text writer (before its model loads), the
+    heaviest page with an explorer; any other lab or solutions page, the
+    opener's (it has no explorer)."""
     if doc in BUDGET_BEFORE:
         return BUDGET_BEFORE[doc]
     heaviest = max(BUDGET_BEFORE.values())
-    return heaviest if doc in TRAINING_PAGES else BUDGET_BEFORE[
-        "chapters/index"]
+    return heaviest if doc in TRAINING_PAGES or doc in writer_pages() \
+        else BUDGET_BEFORE["chapters/index"]
 BUDGET_WITH_MODEL = 25e6
 TRANSLATOR_PAGES = {"chapters/bahdanau-attention": "additive",
                     "chapters/multihead-attention": "multihead",
@@ -212,9 +223,11 @@ def test_every_control_changes_the_drawing(doc, open_page):
         root = roots.nth(i)
         assert root.get_attribute("data-d2l-mounted") == "1", (
             f"{doc}: explorer {i} did not start: {page.errors}")
-        if root.get_attribute("data-d2l-live") in ("translator",
-                                                   "digit-classifier"):
-            continue  # their controls need the model: see the tests below
+        if root.get_attribute("data-d2l-live") in (
+                "translator", "digit-classifier", "text-writer"):
+            # Their controls need the model, and one step of the writer's
+            # top-p may keep the same tokens: see the tests below.
+            continue
         for k in range(root.locator("input[type=range]").count()):
             control = root.locator("input[type=range]").nth(k)
             before = root.locator(".d2l-chart").inner_html()
@@ -720,12 +733,13 @@ def test_pages_run_the_package_live_js(doc, site):  # noqa: F811
     scripts = INLINE_LIVE_JS.findall(text)
     if "data-d2l-live=" in text:
         assert scripts, f"{doc}: its explorers come with no script"
-    want = (live_js(), vision_js())  # the digit classifier has both
+    # The digit classifier and the text writer carry a second script.
+    want = (live_js(), vision_js(), lm_js())
     stale = sum(s not in want for s in scripts)
     assert not stale, (
-        f"{doc}: {stale} of its {len(scripts)} scripts are neither "
-        "d2lmini.live.live_js() nor vision_js(): run `make execute` and "
-        "`make book`")
+        f"{doc}: {stale} of its {len(scripts)} scripts are none of "
+        "d2lmini.live.live_js(), vision_js() and lm_js(): run `make "
+        "execute` and `make book`")
 
 
 def weights_statement(page):
@@ -878,6 +892,9 @@ def test_translator_refuses_weights_its_manifest_does_not_describe(
                                  if d not in TRANSLATOR_PAGES
                                  and d not in VISION_PAGES])
 def test_pages_without_a_model_stay_within_their_weight(doc, open_page):
+    if doc in writer_pages():
+        pytest.skip(f"{doc} has a text writer, whose model loads when it "
+                    "comes into view: test_writer_page_writes_like_d2lmini")
     page = open_page(doc)
     loaded = page.bytes_loaded()
     assert loaded <= weight_budget(doc), (doc, loaded)
@@ -1066,6 +1083,14 @@ JUPYTER_NBS = {
         "from test_site_live import toy_training_run\n",
         "from d2lmini.live import training_scrubber\n",
         'training_scrubber(toy_training_run("transformer"))'),
+    # The small writer pages' model, made in the kernel; the test
+    # exports it into the folder JupyterLab serves (/files/models/).
+    "writer.ipynb": notebook(
+        "import sys\n",
+        f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n",
+        "from test_site_live import WRITER_PROMPTS, writer_run\n",
+        "from d2lmini.live import text_writer\n",
+        'text_writer(writer_run(), WRITER_PROMPTS, base="/files/models/")'),
 }
 
 
@@ -2009,3 +2034,533 @@ def test_digit_classifier_redraw_times(any_browser, vision_site, capsys):
               f"to redraw over {len(times)} strokes, median "
               f"{statistics.median(times):.1f} ms, max {max(times):.1f} "
               f"ms")
+
+
+# ---- the text writer (issue 41, point 5) ------------------------------------
+# A French beginning that the pretraining section's language model
+# continues in the page.  On the built site's page with a text writer,
+# and on small pages of their own with an untrained model of the
+# section's sizes.
+
+WRITER = '[data-d2l-live="text-writer"]'
+WRITER_READY = (f"() => ['ready', 'error'].includes(document.querySelector("
+                f"'{WRITER}').dataset.state)")
+# The page's last continuation, once written: what it read, the
+# settings it drew with, the ids.
+WRITTEN = """(el) => {
+  const r = el.d2l.last;
+  return r && {ids: r.ids, read: r.read.ids, settings: r.settings,
+               maxNew: r.maxNew, finished: r.finished};
+}"""
+WRITER_PROMPTS = ["je suis", "il est", "nous avons"]
+
+
+@functools.lru_cache
+def writer_pages():
+    """The built site's pages with a text writer."""
+    return tuple(d for d in PAGES if (HTML / f"{d}.html").is_file()
+                 and 'data-d2l-live="text-writer"' in page_text(d))
+
+
+@functools.lru_cache
+def writer_run():
+    """An LMRun of an untrained language model of the section's sizes
+    (D 128, F 512, 4 heads, 2 blocks, max_len 32; seeded noise of 0.2
+    on every weight) on a vocabulary of the section's size: the toy
+    French sentences of tests/test_live_lm.py and 4,200 filler words
+    (mot0, mot1, ...).  As much to compute as the trained model, and no
+    corpus or model cache needed; the same in every process (a
+    JupyterLab kernel makes it too)."""
+    from test_live_lm import TOY_FRENCH, tiny_lm
+
+    from d2lmini.data import MTFraEng
+
+    filler = [" ".join(f"mot{10 * i + j}" for j in range(10)) + " ."
+              for i in range(420)]
+    pairs = [(f"sentence {i} .", f)
+             for i, f in enumerate(TOY_FRENCH + filler)]
+    data = MTFraEng(2, num_steps=12, num_train=len(pairs), num_val=0,
+                    num_test=0, pairs=pairs, min_freq=1)
+    return tiny_lm(data, noise=0.2, num_hiddens=128, ffn_num_hiddens=512,
+                   num_heads=4, num_blks=2, max_len=32)
+
+
+def python_continuation(run, spec, text, settings):
+    """What d2lmini.generation.generate writes after ``text`` with the
+    page's settings (its names) and its bound on the new tokens."""
+    from d2lmini.generation import generate
+    from d2lmini.lm import forbidden_ids
+
+    vocab = run.data.tgt_vocab
+    ids = [vocab.bos] + vocab[run.data.tokens(text)]
+    n = min(spec["max_new_tokens"], run.model.max_len - len(ids) + 1)
+    return generate(run.model, ids, n, vocab.eos, settings["temperature"],
+                    settings["topK"], settings["topP"], settings["seed"],
+                    forbidden_ids(vocab))
+
+
+def written_after(page, root, act):
+    """Do act() and wait until the page has written the continuation it
+    starts (every token); return the page's WRITTEN."""
+    count = int(root.get_attribute("data-writes") or 0)
+    act()
+    page.wait_for_function(
+        f"""() => {{
+          const el = document.querySelector('{WRITER}');
+          return Number(el.dataset.writes) > {count}
+            && el.dataset.writing === "false";
+        }}""", timeout=30_000)
+    return root.evaluate(WRITTEN)
+
+
+def write_text(page, root, text):
+    """Type text into the box and press Enter, as a reader does."""
+    box = root.locator("input[name=beginning]")
+    box.fill(text)
+    return written_after(page, root, lambda: box.press("Enter"))
+
+
+def check_written(root, run, spec, text, got):
+    """The page's continuation of ``text`` is d2lmini's, token for token,
+    and the box shows the beginning and those tokens."""
+    vocab = run.data.tgt_vocab
+    assert got["read"] == [vocab.bos] + vocab[run.data.tokens(text)]
+    want = python_continuation(run, spec, text, got["settings"])
+    assert got["ids"] == want, (text, got["settings"])
+    words = [vocab.to_tokens(i) for i in want if i != vocab.eos]
+    shown = root.locator(".d2l-output").inner_text()
+    assert shown == " ".join(run.data.tokens(text) + words) + (
+        " <eos>" if want[-1:] == [vocab.eos] else ""), shown
+    return want
+
+
+def python_step(run, got, k):
+    """The logits (forbidden ids -inf, float64) of generated token k of
+    the page's continuation ``got``, as d2lmini.generation.generate
+    computes them."""
+    from d2lmini.lm import forbidden_ids
+
+    ids = got["read"] + got["ids"][:k]
+    with torch.no_grad():
+        logits = run.model(torch.tensor([ids]))[0, -1].double()
+    logits[forbidden_ids(run.data.tgt_vocab)] = -math.inf
+    return logits
+
+
+def check_bars(root, run, got, k):
+    """The bars are the next-token distribution of generated token k,
+    as d2lmini computes it at the page's settings: the ten most probable
+    tokens (and the drawn one), their probability at the temperature
+    (1 when greedy) within 1e-5, and the kept ones those that
+    next_token_distribution keeps."""
+    from d2lmini.generation import next_token_distribution
+
+    s = got["settings"]
+    logits = python_step(run, got, k)
+    t = s["temperature"] or 1.0
+    probs = torch.softmax(logits / t, 0).numpy()
+    kept, _ = next_token_distribution(logits, s["temperature"], s["topK"],
+                                      s["topP"])
+    bars = root.locator("svg.d2l-lm-bars rect.d2l-lm-bar").evaluate_all(
+        """els => els.map(e => ({id: Number(e.dataset.id),
+                                 value: Number(e.dataset.value),
+                                 kept: e.dataset.kept === "true",
+                                 drawn: e.dataset.drawn === "true"}))""")
+    top = sorted(range(len(probs)), key=lambda i: (-probs[i], i))[:10]
+    drawn = got["ids"][k]
+    assert [b["id"] for b in bars] == top + ([] if drawn in top
+                                             else [drawn])
+    assert max(abs(b["value"] - probs[b["id"]]) for b in bars) < 1e-5
+    assert [b["id"] for b in bars if b["kept"]] == [
+        i for i in (b["id"] for b in bars) if i in set(kept.tolist())]
+    assert [b["id"] for b in bars if b["drawn"]] == [drawn]
+    return bars
+
+
+def check_attention(root, run, got):
+    """Each head's heatmap of the chosen block is d2lmini's causal
+    self-attention over the tokens read: no cell above the diagonal, the
+    weights within 1e-4 of float32 PyTorch (as the translators' are; at
+    D = 128 they differ by about 1e-5)."""
+    ids = (got["read"] + got["ids"])[:-1]  # the last one is not read
+    with torch.no_grad():
+        run.model(torch.tensor([ids]))
+    block = int(root.locator("select[name=block]").input_value())
+    weights = run.model.attention_weights[block][0].numpy()  # (h, T, T)
+    maps = root.locator(".d2l-lm-maps svg.d2l-heatmap")
+    assert maps.count() == weights.shape[0]
+    T = len(ids)
+    for k in range(weights.shape[0]):
+        cells = maps.nth(k).locator("rect[data-row]").evaluate_all(
+            """els => els.map(e => [Number(e.dataset.row),
+                                    Number(e.dataset.col),
+                                    Number(e.dataset.value)])""")
+        assert len(cells) == T * (T + 1) // 2
+        assert all(c <= r for r, c, _ in cells)
+        worst = max(abs(v - weights[k, r, c]) for r, c, v in cells)
+        assert worst < 1e-4, worst
+
+
+@pytest.fixture(scope="module")
+def writer_site(tmp_path_factory):
+    """A page with a text writer of ``writer_run()`` and its export,
+    served on 127.0.0.1.  Yields the server, the run and the payload."""
+    from test_live_lm import payload
+
+    from d2lmini.live import export_lm, text_writer
+
+    run = writer_run()
+    live = text_writer(run, WRITER_PROMPTS, base="models/")
+    folder = tmp_path_factory.mktemp("writer-site")
+    export_lm(run, folder / "models", evaluated=payload(live))
+    (folder / "index.html").write_text(document(live), encoding="utf-8")
+    with serving(folder) as httpd:
+        yield httpd, run, payload(live), folder
+
+
+def open_writer(any_browser, httpd):
+    """The small page's text writer once its model loaded (or failed
+    to) and its first continuation is written: (page, context, errors,
+    root)."""
+    context = any_browser.new_context(viewport={"width": 1280,
+                                                "height": 900})
+    page = context.new_page()
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("console", lambda m: errors.append(m.text)
+            if m.type == "error" else None)
+    page.route("**/*", lambda r: r.continue_() if urlsplit(
+        r.request.url).hostname == "127.0.0.1" else r.abort())
+    page.goto(f"http://127.0.0.1:{httpd.server_address[1]}/",
+              wait_until="networkidle")
+    page.wait_for_function(WRITER_READY, timeout=30_000)
+    root = page.locator(WRITER)
+    if root.get_attribute("data-state") == "ready":
+        page.wait_for_function(f"""() => {{
+          const el = document.querySelector('{WRITER}');
+          return el.dataset.writes === "1" && el.dataset.writing === "false";
+        }}""")
+    return page, context, errors, root
+
+
+@pytest.mark.slow  # chromium on the section's model size: `make unit`
+def test_text_writer_writes_what_d2lmini_generates(any_browser,
+                                                   writer_site):
+    """The model loads, the page says it runs the section's weights and
+    continues the first prompt; a beginning typed and Enter write
+    d2lmini's generate, token for token, for several seeds (Next seed),
+    top-k and top-p from the keyboard, temperatures 1.5 and 0; greedy
+    writes the same whatever the seed."""
+    httpd, run, spec, _ = writer_site
+    page, context, errors, root = open_writer(any_browser, httpd)
+    try:
+        assert root.get_attribute("data-state") == "ready", errors
+        assert root.get_attribute("data-weights") == "same"
+        assert root.locator(".d2l-weights").inner_text() == (
+            "These are the weights the section evaluated (validation "
+            "perplexity 12.3).")
+        assert spec["checkpoint"] in root.locator(
+            ".d2l-checkpoint").inner_text()
+        assert root.locator(".d2l-output").get_attribute(
+            "aria-live") == "polite"
+        first = root.evaluate(WRITTEN)
+        assert first["settings"] == {"temperature": 0.8, "topK": None,
+                                     "topP": 0.9, "seed": 0,
+                                     "problem": None}
+        check_written(root, run, spec, WRITER_PROMPTS[0], first)
+        got = write_text(page, root, "Nous avons")
+        check_written(root, run, spec, "Nous avons", got)
+        texts = {tuple(got["ids"])}
+        button = root.locator("button[name=next-seed]")
+        for seed in (1, 2, 3):
+            button.focus()
+            got = written_after(page, root, lambda: button.press("Enter"))
+            assert got["settings"]["seed"] == seed
+            check_written(root, run, spec, "Nous avons", got)
+            texts.add(tuple(got["ids"]))
+        assert len(texts) > 1  # other seeds, other texts
+        top_k = root.locator("input[name=top-k]")
+        top_k.focus()
+        for _ in range(4):
+            top_k.press("ArrowRight")
+        got = written_after(page, root, lambda: top_k.press("ArrowRight"))
+        assert got["settings"]["topK"] == 5
+        check_written(root, run, spec, "Nous avons", got)
+        top_p = root.locator("input[name=top-p]")
+        top_p.focus()
+        got = written_after(page, root, lambda: top_p.press("End"))
+        assert got["settings"]["topP"] is None  # 1: off
+        check_written(root, run, spec, "Nous avons", got)
+        temperature = root.locator("input[name=temperature]")
+        got = written_after(page, root, lambda: temperature.fill("1.5"))
+        assert got["settings"]["temperature"] == 1.5
+        check_written(root, run, spec, "Nous avons", got)
+        temperature.focus()
+        got = written_after(page, root, lambda: temperature.press("Home"))
+        assert got["settings"]["temperature"] == 0
+        greedy = check_written(root, run, spec, "Nous avons", got)
+        for _ in range(2):
+            button.focus()
+            got = written_after(page, root, lambda: button.press("Enter"))
+            assert got["ids"] == greedy  # greedy: the seed does not count
+        assert "0 (greedy)" in root.locator(
+            "output[for$=temperature]").inner_text()
+        example = root.locator("button[name=example]").nth(1)
+        got = written_after(page, root, lambda: example.click())
+        assert root.locator("input[name=beginning]").input_value() == \
+            WRITER_PROMPTS[1]
+        check_written(root, run, spec, WRITER_PROMPTS[1], got)
+    finally:
+        context.close()
+    assert not errors, errors
+
+
+@pytest.mark.slow  # chromium on the section's model size: `make unit`
+def test_text_writer_draws_the_distribution_and_the_attention(
+        any_browser, writer_site):
+    """The bars are d2lmini's next-token distribution of the chosen
+    generated token (the kept set under top-k and top-p marked); they
+    redraw when the temperature, top-k or top-p moves; each head's map
+    is d2lmini's causal self-attention of the chosen block, the cells
+    above the diagonal empty."""
+    httpd, run, _, _ = writer_site
+    page, context, errors, root = open_writer(any_browser, httpd)
+    try:
+        got = write_text(page, root, "elle est très")
+        check_bars(root, run, got, 0)
+        check_attention(root, run, got)
+        chart = root.locator(".d2l-lm-next .d2l-chart")
+        for name, key in (("temperature", "ArrowLeft"),
+                          ("top-p", "ArrowLeft"), ("top-k", "ArrowRight"),
+                          ("top-k", "ArrowRight")):
+            before = chart.inner_html()
+            control = root.locator(f"input[name={name}]")
+            control.focus()
+            got = written_after(page, root,
+                                functools.partial(control.press, key))
+            assert chart.inner_html() != before, name
+            bars = check_bars(root, run, got, 0)
+        assert got["settings"]["topK"] == 2
+        assert sum(b["kept"] for b in bars) <= 2
+        step = root.locator("select[name=step]")
+        assert step.locator("option").count() == len(got["ids"])
+        step.select_option("2")
+        check_bars(root, run, got, 2)
+        block = root.locator("select[name=block]")
+        assert block.input_value() == "1"  # the last block first
+        block.select_option("0")
+        check_attention(root, run, got)
+        label = root.locator("svg.d2l-lm-bars").get_attribute("aria-label")
+        assert "kept" in label and "drawn" in label
+    finally:
+        context.close()
+    assert not errors, errors
+
+
+@pytest.mark.slow  # chromium on the section's model size: `make unit`
+def test_text_writer_answers_unknown_words_and_bad_input(any_browser,
+                                                        writer_site):
+    """An unknown word is read as <unk> and shown as unknown; an empty
+    box writes from <bos>; a seed out of range and a beginning longer
+    than the model reads get a visible answer."""
+    httpd, run, spec, _ = writer_site
+    page, context, errors, root = open_writer(any_browser, httpd)
+    try:
+        got = write_text(page, root, "Je suis zorglub")
+        assert got["read"][-1] == run.data.tgt_vocab.unk
+        check_written(root, run, spec, "Je suis zorglub", got)
+        assert root.locator("mark.d2l-lm-unk").inner_text() == "zorglub"
+        assert "read as <unk>: zorglub" in root.locator(
+            ".d2l-lm-notes").inner_text()
+        got = write_text(page, root, "  ")
+        check_written(root, run, spec, "", got)
+        assert "the model writes from <bos>" in root.locator(
+            ".d2l-lm-notes").inner_text()
+        seed = root.locator("input[name=seed]")
+        seed.fill("-1")
+        seed.press("Enter")
+        status = root.locator(".d2l-status")
+        assert "The seed is a whole number from 0 to 4294967295" in \
+            status.inner_text()
+        seed.fill("7")
+        long = " ".join(["je"] * 40)
+        box = root.locator("input[name=beginning]")
+        box.fill(long)
+        box.press("Enter")
+        assert "the model reads at most 31" in status.inner_text()
+        got = write_text(page, root, " ".join(["je"] * 25))
+        assert got["maxNew"] == 32 - 26 + 1
+        check_written(root, run, spec, " ".join(["je"] * 25), got)
+    finally:
+        context.close()
+    assert not errors, errors
+
+
+def test_text_writer_says_when_the_model_fails_to_load(any_browser,
+                                                      writer_site,
+                                                      tmp_path):
+    from d2lmini.live import text_writer
+
+    _, run, _, _ = writer_site
+    (tmp_path / "index.html").write_text(document(text_writer(
+        run, WRITER_PROMPTS, base="nowhere/")), encoding="utf-8")
+    with serving(tmp_path) as bare:
+        page, context, errors, root = open_writer(any_browser, bare)
+        try:
+            assert root.get_attribute("data-state") == "error"
+            status = root.locator(".d2l-status")
+            assert status.is_visible() and status.get_attribute(
+                "role") == "alert"
+            text = status.inner_text()
+            assert "could not be loaded" in text and "make book" in text
+        finally:
+            context.close()
+    assert all("Failed to load resource" in e for e in errors), errors
+
+
+@pytest.mark.slow  # chromium on the section's model size: `make unit`
+def test_text_writer_first_token_times(any_browser, writer_site, capsys):
+    """Print the time from Enter to the first generated token shown
+    (the page's data-first-token-ms) over 12 continuations, median and
+    max, and the model's export size, which must fit the translators'
+    budget for a page with its model.  Not an assertion of time."""
+    httpd, run, spec, folder = writer_site
+    manifest = json.loads((folder / "models" / spec["checkpoint"]
+                           / "manifest.json").read_text())
+    model_bytes = sum(p.stat().st_size for p in (
+        folder / "models" / spec["checkpoint"]).iterdir())
+    page_bytes = (folder / "index.html").stat().st_size
+    assert page_bytes + model_bytes < BUDGET_WITH_MODEL
+    page, context, errors, root = open_writer(any_browser, httpd)
+    try:
+        times = []
+        for k in range(12):
+            got = write_text(page, root, WRITER_PROMPTS[k % 3])
+            times.append(float(root.get_attribute("data-first-token-ms")))
+        check_written(root, run, spec, WRITER_PROMPTS[2], got)
+        every = float(root.get_attribute("data-last-ms"))
+    finally:
+        context.close()
+    assert not errors, errors
+    with capsys.disabled():
+        print(f"\n  text writer (a language model of the section's sizes, "
+              f"{spec['vocab_size']} tokens): Enter to the first token "
+              f"over {len(times)} continuations, median "
+              f"{statistics.median(times):.1f} ms, max {max(times):.1f} "
+              f"ms ({len(got['ids'])} tokens in {every:.0f} ms); model "
+              f"{manifest['weights_bytes'] / 1e6:.2f} MB of weights, "
+              f"{model_bytes / 1e6:.2f} MB with its manifest")
+
+
+def test_writer_page_writes_like_d2lmini(open_page, capsys):
+    """The built site's page with a text writer: it names the checkpoint
+    its notebook evaluated and loads it when it comes into view (page
+    and model within the translators' budget), says which weights it
+    runs, writes d2lmini's generate for every prompt (at the page's
+    settings and greedily); the times from Enter to the first token and
+    the model's size are printed, a screenshot lands in
+    _build/screenshots/."""
+    from d2lmini.live import lm_weights_bytes
+    from d2lmini.lm import LMRecipe, _fingerprint, train_or_load_lm
+
+    docs = writer_pages()
+    if not docs:
+        pytest.skip("no page of the built site has a text writer yet")
+    for doc in docs:
+        found = payloads(page_text(doc), "text-writer")
+        assert len(found) == 1, (f"{doc}: {len(found)} text writers")
+        spec = found[0]
+        run = train_or_load_lm(LMRecipe(**spec["recipe"]))
+        assert _fingerprint(run.recipe.key(), run.data) == \
+            spec["fingerprint"], (
+                f"{doc}: the page's checkpoint is not the model the cache "
+                "holds now; run `make execute` and `make book`")
+        folder = HTML / "_static" / "models" / spec["checkpoint"]
+        manifest = json.loads((folder / "manifest.json").read_text())
+        model_bytes = (folder / "manifest.json").stat().st_size + \
+            (folder / manifest["weights"]).stat().st_size
+        page = open_page(doc)
+        before = page.bytes_loaded()
+        root = page.page.locator(WRITER)
+        assert root.get_attribute("data-d2l-mounted") == "1", page.errors
+        root.scroll_into_view_if_needed()
+        page.page.wait_for_function(WRITER_READY, timeout=60_000)
+        assert root.get_attribute("data-state") == "ready", page.errors
+        after = page.bytes_loaded()
+        assert after <= weight_budget(doc) + model_bytes, (doc, after)
+        assert after < BUDGET_WITH_MODEL, (doc, after)
+        case = root.get_attribute("data-weights")
+        note = root.locator(".d2l-weights").inner_text()
+        if manifest["weights_sha256"] == spec["weights_sha256"]:
+            assert case == "same" and note == (
+                "These are the weights the section evaluated (validation "
+                f"perplexity {spec['val_ppl']:.1f}).")
+        else:
+            assert case == "other" and note.startswith(
+                "This site was built on a machine that trained its own")
+        # The page runs the weights this machine exported: those of the
+        # cache, unless it trained again since.
+        same_weights = hashlib.sha256(lm_weights_bytes(
+            run.model)).hexdigest() == manifest["weights_sha256"]
+        times = []
+        for k in range(10):
+            text = spec["prompts"][k % len(spec["prompts"])]
+            got = write_text(page.page, root, text)
+            times.append(float(root.get_attribute("data-first-token-ms")))
+            if same_weights and k < len(spec["prompts"]):
+                check_written(root, run, spec, text, got)
+        temperature = root.locator("input[name=temperature]")
+        temperature.focus()
+        got = written_after(page.page, root, functools.partial(
+            temperature.press, "Home"))
+        if same_weights:
+            check_written(root, run, spec, text, got)
+            check_bars(root, run, got, 0)
+            check_attention(root, run, got)
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        shoot(root, SHOTS / f"{doc.split('/')[-1]}-text-writer.png")
+        MEASURED.setdefault("weights", {})[doc] = (
+            before, after, float(root.get_attribute("data-load-ms")))
+        with capsys.disabled():
+            print(f"\n  {doc}: the text writer serves the {case} weights; "
+                  f"Enter to the first token over {len(times)} "
+                  f"continuations, median {statistics.median(times):.1f} "
+                  f"ms, max {max(times):.1f} ms; model "
+                  f"{manifest['weights_bytes'] / 1e6:.2f} MB of weights "
+                  f"({model_bytes / 1e6:.2f} MB with its manifest); page "
+                  f"{after / 1e6:.2f} MB with it")
+        assert not page.errors, page.errors
+
+
+def test_text_writer_is_live_in_jupyterlab(jupyterlab, browser,  # noqa: F811
+                                           tmp_path):
+    """The text writer made in a kernel loads its model (exported where
+    JupyterLab serves files), runs the weights the kernel's run names,
+    and writes d2lmini's tokens for a beginning typed and Enter, and
+    greedily from the temperature slider's Home key: JupyterLab takes
+    none of these keys."""
+    from test_live_lm import payload
+
+    from d2lmini.live import export_lm, text_writer
+
+    run = writer_run()
+    spec = payload(text_writer(run, WRITER_PROMPTS,
+                               base="/files/models/"))
+    export_lm(run, tmp_path / "models", evaluated=spec)
+    with lab_output(browser, jupyterlab, "writer.ipynb") as page:
+        root = page.locator(WRITER).first
+        root.scroll_into_view_if_needed()
+        page.wait_for_function(WRITER_READY, timeout=60_000)
+        assert root.get_attribute("data-state") == "ready"
+        assert root.get_attribute("data-weights") == "same"
+        page.wait_for_function(
+            f"() => document.querySelector('{WRITER}').dataset.writes "
+            "=== '1'")
+        got = write_text(page, root, "Nous avons")
+        check_written(root, run, spec, "Nous avons", got)
+        temperature = root.locator("input[name=temperature]")
+        temperature.focus()
+        got = written_after(page, root, functools.partial(
+            temperature.press, "Home"))
+        assert got["settings"]["temperature"] == 0
+        check_written(root, run, spec, "Nous avons", got)

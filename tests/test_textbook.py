@@ -76,7 +76,7 @@ def measure(name):
 
 
 def test_the_core_is_the_first_part_of_the_toc():
-    assert len(CORE) == 8 and all((ROOT / nb).is_file() for nb in CORE)
+    assert len(CORE) == 9 and all((ROOT / nb).is_file() for nb in CORE)
 
 
 @pytest.mark.parametrize("name", CORE)

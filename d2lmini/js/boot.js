@@ -50,8 +50,8 @@
                   "positional-encoding": mountPositionalEncoding,
                   translator: mountTranslator, training: mountTraining};
   // Explorers whose part comes in a script of their own, after this one
-  // (d2lmini.live_page.vision_js): mountAll leaves them to it.
-  const LATER = ["digit-classifier"];
+  // (d2lmini.live_page.vision_js, lm_js): mountAll leaves them to it.
+  const LATER = ["digit-classifier", "text-writer"];
 
   function addMount(kind, mount) {
     MOUNTS[kind] = mount;

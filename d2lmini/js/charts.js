@@ -61,7 +61,8 @@
    * default viridis), labelEvery (label every n-th row and column) and
    * marks {rows, cols} (indices outlined: a chosen row or column), which
    * chart.mark(marks) moves without redrawing the cells; annotateDigits
-   * (default 2) the decimals written in each cell.
+   * (default 2) the decimals written in each cell.  A value null leaves
+   * its cell empty (a key that a causal mask hides from the query).
    */
   function heatmap(parent, opts) {
     const {values, rows, cols, title, xlabel, ylabel} = opts;
@@ -84,6 +85,7 @@
           chart, title);
     }
     values.forEach((row, i) => row.forEach((v, j) => {
+      if (v === null) return;
       const x = left + j * cell, y = top + i * cell;
       const r = svg("rect", {
         x, y, width: cell - gap, height: cell - gap, fill: colour(scale(v)),

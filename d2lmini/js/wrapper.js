@@ -43,8 +43,9 @@
  * style sheet, mounting every explorer).
  * This file, wrapper.js, holds the function and the names it exports.
  * The digit classifier (vit.js) comes in a script of its own,
- * vision-wrapper.js, which only its output carries: it takes the
- * helpers it shares from d2lLive.parts.
+ * vision-wrapper.js, which only its output carries, and so does the
+ * text writer (lm.js, in lm-wrapper.js): they take the helpers they
+ * share from d2lLive.parts.
  */
 (function (root) {
   "use strict";
@@ -59,10 +60,12 @@
                   weightsStatement, manifestProblems, expectedTensors,
                   extent, MANIFEST_FORMAT, MODEL_FIELDS, modelSha256,
                   sha256Hex, addMount,
-                  // What js/vit.js, in a script of its own, shares.
+                  // What js/vit.js and js/lm.js, in scripts of their
+                  // own, share.
                   parts: {el, svg, maxOf, shown, numbersTable, heatmap,
                           matvec, softmax, linear, headMemory, multiHead,
-                          tensorsOf,
+                          tensorsOf, embed, addNorm, ffn, positionalEncoding,
+                          tokenize, rangeControl,
                           layerNorm, sha256Hex, MAX_SIZE, isSize, isObject,
                           show, weightsFileProblems, tensorProblems,
                           throwProblems, byCodePoint, canonicalJSON,
