@@ -129,13 +129,7 @@ def export(spec, dest):
     run = train_or_load(recipe, progress=False, snapshots=recipe in (
         CHAPTER_RECIPE, TRANSFORMER_RECIPE))
     current = fingerprint(recipe, run.data)
-    if current != spec["fingerprint"]:
-        saved = spec["fingerprint"]
-        changed = [k for k in current if current[k] != saved.get(k)]
-        raise SystemExit(
-            f"{name}: the notebook evaluated a model trained with another "
-            f"{' and '.join(changed)}; run `make execute` so that the page "
-            "runs the model the section reports")
+    _same_fingerprint(name, current, spec["fingerprint"])
     folder = export_model(recipe, run, dest, evaluated=spec)
     saved = record_digest(folder)
     how = "trained and exported" if run.trained else "exported"
@@ -156,6 +150,24 @@ def record_digest(folder):
         f.write(f"{hashlib.sha256(raw).hexdigest()}  manifest.json\n"
                 .encode("ascii"))
     return json.loads(raw)
+
+
+def _same_fingerprint(name, current, saved):
+    """Stop unless the cached model's fingerprint is the one the
+    notebook recorded, naming the fields that differ."""
+    if current != saved:
+        changed = [k for k in current if current[k] != saved.get(k)]
+        raise SystemExit(
+            f"{name}: the notebook evaluated a model trained with another "
+            f"{' and '.join(changed)}; run `make execute` so that the page "
+            "runs the model the section reports")
+
+
+def _exported(name, run, start, saved, what):
+    """The line that says a model was (trained and) exported."""
+    how = "trained and exported" if run.trained else "exported"
+    return (f"{name}: {how} in {time.perf_counter() - start:.0f} s "
+            f"({saved['weights_bytes'] / 1e6:.2f} MB of weights; {what})")
 
 
 def export_vision(spec, dest):
@@ -185,18 +197,9 @@ def export_vision(spec, dest):
     start = time.perf_counter()
     run = train_or_load(recipe)
     current = fingerprint(recipe, run.data)
-    if current != spec["fingerprint"]:
-        saved = spec["fingerprint"]
-        changed = [k for k in current if current[k] != saved.get(k)]
-        raise SystemExit(
-            f"{name}: the notebook evaluated a model trained with another "
-            f"{' and '.join(changed)}; run `make execute` so that the page "
-            "runs the model the section reports")
+    _same_fingerprint(name, current, spec["fingerprint"])
     saved = record_digest(export_vit(run, dest, evaluated=spec))
-    how = "trained and exported" if run.trained else "exported"
-    return (f"{name}: {how} in {time.perf_counter() - start:.0f} s "
-            f"({saved['weights_bytes'] / 1e6:.2f} MB of weights; "
-            f"{accuracy_line(saved)})")
+    return _exported(name, run, start, saved, accuracy_line(saved))
 
 
 def export_language_model(spec, dest):
@@ -226,18 +229,9 @@ def export_language_model(spec, dest):
     start = time.perf_counter()
     run = lm.train_or_load_lm(recipe)
     current = lm._fingerprint(recipe.key(), run.data)
-    if current != spec["fingerprint"]:
-        saved = spec["fingerprint"]
-        changed = [k for k in current if current[k] != saved.get(k)]
-        raise SystemExit(
-            f"{name}: the notebook evaluated a model trained with another "
-            f"{' and '.join(changed)}; run `make execute` so that the page "
-            "runs the model the section reports")
+    _same_fingerprint(name, current, spec["fingerprint"])
     saved = record_digest(export_lm(run, dest, evaluated=spec))
-    how = "trained and exported" if run.trained else "exported"
-    return (f"{name}: {how} in {time.perf_counter() - start:.0f} s "
-            f"({saved['weights_bytes'] / 1e6:.2f} MB of weights; "
-            f"{perplexity_line(saved)})")
+    return _exported(name, run, start, saved, perplexity_line(saved))
 
 
 def perplexity_line(manifest):
