@@ -30,7 +30,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
         benchmark-vision-seeds benchmark-pretraining \
         benchmark-transformer-cache benchmark-transformer-tuning \
         benchmark-profile benchmark-speedups benchmark-transformer-step \
-        benchmark-beam-search vendor \
+        benchmark-beam-search benchmark-ddp benchmark-gpu vendor \
         chromium clean distclean
 
 all: book
@@ -171,6 +171,21 @@ benchmark-vision-seeds: $(STAMP)
 # pretrained against scratch translators, over three seeds (~20 min).
 benchmark-pretraining: $(STAMP)
 	$(BIN)/python benchmarks/pretraining.py $(ARGS)
+
+# The language model trained as one process and as two torchrun
+# processes on this machine's CPU: tokens per second and the largest
+# weight gap between them (about 2 minutes); writes
+# benchmarks/results/ddp.json.
+benchmark-ddp: $(STAMP)
+	$(BIN)/python benchmarks/ddp.py $(ARGS)
+
+# On a machine with a CUDA GPU: the CUDA tests, the Transformer's and the
+# language model's recipes trained there, steps per second and decoding
+# throughput against the CPU, host syncs per step (at most 8 minutes);
+# writes benchmarks/results/gpu.json.  ARGS=--quick checks that it runs
+# (on the CPU when there is no GPU, writing nothing).
+benchmark-gpu: $(STAMP)
+	$(BIN)/python benchmarks/gpu.py $(ARGS)
 
 # The Transformer decoder's greedy decoding with and without its
 # key/value cache (seconds).

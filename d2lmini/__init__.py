@@ -49,10 +49,9 @@ _NAMES = {
 _WHERE = {name: module for module, names in _NAMES.items()
           for name in names}
 # Modules without top-level names, importable as d2lmini.<module> too.
-_MODULES = (*_NAMES, "alignment", "digits", "generation", "live",
-            "lm", "notebook", "pretraining", "report", "timing", "vision",
-            "vit",
-            "widgets")
+_MODULES = (*_NAMES, "alignment", "digits", "distributed", "generation",
+            "live", "lm", "notebook", "pretraining", "report", "timing",
+            "train", "vision", "vit", "widgets")
 
 __all__ = sorted(_WHERE)
 

@@ -24,7 +24,7 @@ from typing import NamedTuple
 
 import torch
 
-from . import SOURCES, corpus
+from . import SOURCES, corpus, distributed
 from .data import MTFraEng
 from .experiment import build_data, build_model, train
 from .seq2seq import Seq2Seq
@@ -33,8 +33,8 @@ from .trainer import History, Trainer
 from .utils import atomic_write, keep_random_state
 
 __all__ = ["Run", "checkpoint_path", "code_fingerprint", "data_fingerprint",
-           "fingerprint", "load_checkpoint", "save_checkpoint",
-           "train_or_load"]
+           "fingerprint", "load_checkpoint", "processes", "save_checkpoint",
+           "save_once", "train_or_load"]
 
 # The module whose functions train and score a recipe: the fingerprint
 # covers it and every d2lmini module it imports, directly or not
@@ -228,6 +228,31 @@ def training_device():
     return Trainer._pick_device("auto").type
 
 
+def processes():
+    """How many processes train together (``torchrun``'s world size;
+    1 in a plain process)."""
+    return distributed.world()[1]
+
+
+def save_once(model, path, keep=None, **extra):
+    """``save_checkpoint`` by one process: alone, or rank 0 of a
+    ``torchrun`` job (under the file's lock, atomically); the others
+    wait for it and load the file into ``model``, so that every process
+    holds what was written.  ``keep``: a function asked under the lock
+    whether the file already there is to be kept (then nothing is
+    written).  Returns whether this process wrote the file."""
+    path, wrote = Path(path), False
+    if distributed.is_main():
+        with _locked(path):
+            if keep is None or not keep():
+                save_checkpoint(model, path, **extra)
+                wrote = True
+    distributed.barrier()
+    if not distributed.is_main():
+        load_checkpoint(model, path)
+    return wrote
+
+
 def data_fingerprint(data):
     """sha256 of what a model learns from and is scored on: both
     vocabularies and the train, val and test pairs."""
@@ -246,11 +271,14 @@ def fingerprint(recipe, data):
     are summed in another order), so a checkpoint brought from a
     machine with another device is retrained, like one from another
     torch version.  (Two CPUs can differ as well; the cache lives on
-    one machine, so that is not recorded.)
+    one machine, so that is not recorded.)  ``processes`` is the number
+    of data-parallel processes that train it (``torchrun``'s world
+    size): N processes sum the gradients in another order than one.
     """
     return {"recipe": recipe.key(), "code": code_fingerprint(),
             "torch": str(torch.__version__),
-            "data": data_fingerprint(data), "device": training_device()}
+            "data": data_fingerprint(data), "device": training_device(),
+            "processes": processes()}
 
 
 class Run(NamedTuple):
@@ -279,10 +307,13 @@ class Run(NamedTuple):
 
 def checkpoint_path(recipe, cache_dir=None):
     """Where ``train_or_load`` keeps the recipe's model: ``cache_dir``
-    (default ``d2lmini.corpus.cache_dir() / 'models'``) / ``<key>.pt``."""
+    (default ``d2lmini.corpus.cache_dir() / 'models'``) / ``<key>.pt``
+    (``<key>-ddp<N>.pt`` when N processes train it under ``torchrun``,
+    which then keeps one process's file)."""
     folder = corpus.cache_dir() / "models" if cache_dir is None \
         else Path(cache_dir)
-    return folder / f"seq2seq-{recipe.attention}-{recipe.key()}.pt"
+    ddp = "" if processes() == 1 else f"-ddp{processes()}"
+    return folder / f"seq2seq-{recipe.attention}-{recipe.key()}{ddp}.pt"
 
 
 def _history_record(history):
@@ -301,7 +332,9 @@ def _stale(saved, current):
     what = {"recipe": "the recipe", "code": "d2lmini's code",
             "torch": f"the torch version (now {current['torch']})",
             "data": "the data (vocabulary or split)",
-            "device": f"the device (now {current.get('device')})"}
+            "device": f"the device (now {current.get('device')})",
+            "processes": f"the number of processes (now "
+                         f"{current.get('processes')})"}
     if changed:
         return " and ".join(what[n] for n in changed) + \
             " changed since it was trained"
@@ -441,18 +474,15 @@ def _train_or_load(recipe, cache_dir, progress, snapshots):
     model, data, history = train(recipe, data, progress, recorder)
     model = model.to("cpu")  # as a load gives it, on any device
     snaps = recorder[0].snapshots if recorder else None
-    with _locked(path):
-        # Another process may have trained this recipe with snapshots
-        # meanwhile: the same weights (recording changes nothing that
-        # is trained), so its file, which has more, is kept.
-        if snaps is None and _has_snapshots(path, expected):
-            return Run(model, data, history, True, reason, None)
-        save_checkpoint(model, path, recipe=dataclasses.asdict(recipe),
-                        fingerprint=expected,
-                        generator_state=data.generator.get_state(),
-                        history=_history_record(history),
-                        snapshots=None if snaps is None
-                        else snaps.to_record())
+    # Another process may have trained this recipe with snapshots
+    # meanwhile: the same weights (recording changes nothing that is
+    # trained), so its file, which has more, is kept.
+    save_once(model, path,
+              keep=lambda: snaps is None and _has_snapshots(path, expected),
+              recipe=dataclasses.asdict(recipe), fingerprint=expected,
+              generator_state=data.generator.get_state(),
+              history=_history_record(history),
+              snapshots=None if snaps is None else snaps.to_record())
     return Run(model, data, history, True, reason, snaps)
 
 

@@ -122,6 +122,29 @@ def stratified_split(labels, num_val, num_test, seed=SPLIT_SEED):
     return tuple(p.sort().values for p in (train, *parts))
 
 
+class _Epochs:
+    def __init__(self, X, y, batch_size, generator):
+        check_int("batch_size", batch_size)
+        if batch_size > len(y):
+            raise ValueError(f"batch_size {batch_size} is more than the "
+                             f"{len(y)} training images")
+        self.X, self.y, self.batch_size = X, y, batch_size
+        self.generator = generator
+
+    def __len__(self):
+        return len(self.y) // self.batch_size
+
+    def __iter__(self):
+        order = torch.randperm(len(self.y), generator=self.generator)
+        b = self.batch_size
+        for i in range(len(self)):
+            j = order[i * b:(i + 1) * b]
+            yield self.X[j], self.y[j]
+
+    def train_dataloader(self):
+        return self
+
+
 class Digits:
     """The digits, split and normalised; batches for training.
 
@@ -168,19 +191,21 @@ class Digits:
         each epoch a new permutation drawn from ``generator`` (the last
         partial batch of an epoch is dropped)."""
         check_int("num_steps", num_steps)
-        check_int("batch_size", batch_size)
-        X, y = self.train
-        if batch_size > len(y):
-            raise ValueError(f"batch_size {batch_size} is more than the "
-                             f"{len(y)} training images")
-        per_epoch = len(y) // batch_size
+        loader = self.loader(batch_size, generator)
         step = 0
         while step < num_steps:
-            order = torch.randperm(len(y), generator=generator)
-            for i in range(min(per_epoch, num_steps - step)):
-                j = order[i * batch_size:(i + 1) * batch_size]
-                yield X[j], y[j]
+            for batch in loader:
+                yield batch
                 step += 1
+                if step == num_steps:
+                    return
+
+    def loader(self, batch_size, generator):
+        """The training batches as ``d2lmini.Trainer`` reads them: an
+        epoch per iteration (``len`` batches of ``batch_size``, a new
+        permutation from ``generator`` each time, the last partial
+        batch dropped); its ``train_dataloader()`` is itself."""
+        return _Epochs(*self.train, batch_size, generator)
 
     def __repr__(self):
         sizes = ", ".join(f"{name} {len(self.counts[name][1])}"

@@ -53,14 +53,16 @@ def build_data(recipe):
     return data
 
 
-def _trainer(recipe, progress, callbacks=()):
+def _trainer(recipe, progress, callbacks=(), **options):
+    """The recipe's ``Trainer``; ``options`` are more of its arguments
+    (``device``, ``precision``, ``sync_every``)."""
     r = recipe
     return Trainer(r.max_epochs, r.gradient_clip_val,
                    max_steps=r.max_steps, max_time=r.max_time,
                    val_every_n_steps=r.val_every_n_steps,
                    progress=progress, seed=r.training_seed(),
                    warmup_steps=r.warmup_steps, schedule=r.schedule,
-                   callbacks=callbacks)
+                   callbacks=callbacks, **options)
 
 
 def build_model(recipe, data):

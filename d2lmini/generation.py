@@ -23,7 +23,7 @@ from .pretraining import (
 )
 from .utils import check_int
 
-__all__ = ["SETTINGS", "Mulberry32", "distinct_n", "generate",
+__all__ = ["SETTINGS", "Mulberry32", "distinct_n", "exp64", "generate",
            "next_token_distribution", "sample", "sample_study",
            "self_perplexity"]
 
@@ -75,12 +75,47 @@ class Mulberry32:
         return (z ^ (z >> 14)) / 2 ** 32
 
 
+# exp64: Cody and Waite's reduction x = k ln 2 + r (ln 2 in two parts,
+# fdlibm's), e^r by its Taylor polynomial of degree 13 (|r| <= 0.35:
+# the first term left out is below 1e-17 of the sum), times 2^k.  Every
+# step is one IEEE operation, in the same order in the page's
+# ``exp64`` (js/lm.js), so the two give the same bits; ``math.exp`` and
+# ``Math.exp`` may differ by an ulp, which can decide a top-p cut.
+_LN2_HI, _LN2_LO = 0.6931471803691238, 1.9082149292705877e-10
+_INV_LN2 = 1.4426950408889634
+_EXP_COEFFS = (1.6059043836821613e-10, 2.08767569878681e-09,
+               2.505210838544172e-08, 2.755731922398589e-07,
+               2.7557319223985893e-06, 2.48015873015873e-05,
+               0.0001984126984126984, 0.001388888888888889,
+               0.008333333333333333, 0.041666666666666664,
+               0.16666666666666666, 0.5, 1.0, 1.0)  # 1/13!, ..., 1/0!
+
+
+def exp64(x):
+    """e^x for float64 ``x <= 0`` (a tensor; -inf gives 0), computed as
+    the page's ``exp64`` computes it, bit for bit, within 2 ulp of the
+    exact value (0 below -746)."""
+    x = torch.as_tensor(x, dtype=torch.float64)
+    if (x > 0).any() or x.isnan().any():
+        raise ValueError("exp64 takes numbers <= 0 (shifted logits), "
+                         "no NaN")
+    ok = x > -746.0
+    x = torch.where(ok, x, 0.0)
+    k = torch.floor(x * _INV_LN2 + 0.5)
+    r = (x - k * _LN2_HI) - k * _LN2_LO
+    y = torch.full_like(r, _EXP_COEFFS[0])
+    for c in _EXP_COEFFS[1:]:  # Horner: a product, then a sum
+        y = y * r
+        y = y + c
+    return torch.where(ok, y * torch.pow(2.0, k), 0.0)
+
+
 def next_token_distribution(logits, temperature=1.0, top_k=None,
                             top_p=None):
     """The candidates and probabilities that ``sample`` draws from.
 
     In float64, step by step as a JavaScript port repeats it:
-    e_i = exp((logit_i - max logit) / temperature); candidates sorted by e
+    e_i = exp64((logit_i - max logit) / temperature); candidates sorted by e
     descending, ties by lower id, those with e = 0 left out; ``top_k``
     keeps the first k; ``top_p`` keeps the shortest prefix whose running
     sum of e_i / (sum of the kept e, added in that order) reaches p;
@@ -118,7 +153,8 @@ def next_token_distribution(logits, temperature=1.0, top_k=None,
     if temperature == 0:
         return torch.tensor([z.index(top)]), torch.tensor([1.0],
                                                           dtype=torch.float64)
-    e = [math.exp((zi - top) / temperature) for zi in z]
+    e = exp64((torch.tensor(z, dtype=torch.float64) - top)
+              / temperature).tolist()
     order = sorted((i for i in range(len(e)) if e[i] > 0),
                    key=lambda i: (-e[i], i))
     order = order[:top_k]

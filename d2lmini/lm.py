@@ -21,7 +21,6 @@ import dataclasses
 import hashlib
 import json
 import math
-import time
 from pathlib import Path
 from typing import NamedTuple
 
@@ -31,19 +30,22 @@ from torch import nn
 from . import corpus, experiment, metrics
 from .cache import (
     _imported_modules,
-    _locked,
     _source_that_ran,
     _stale,
     data_fingerprint,
     load_checkpoint,
-    save_checkpoint,
+    processes,
+    save_once,
+    training_device,
 )
-from .pretraining import LanguageModel, next_token_loss, perplexity
+from .pretraining import LanguageModel, perplexity
 from .recipes import TRANSFORMER_RECIPE, seed_offset
 from .tokenizer import tokenize
+from .trainer import Every, Trainer
 from .utils import check_int, keep_random_state, set_seed
 
-__all__ = ["FineTuneRun", "LMRecipe", "LMRun", "bleu_gain",
+__all__ = ["FineTuneRun", "LMRecipe", "LMRun", "LM_SIZES",
+           "SentenceBatches", "bleu_gain",
            "code_fingerprint", "few_pairs", "finetune_or_load",
            "forbidden_ids", "init_decoder_from_lm", "pretraining_text",
            "split_text", "train_or_load_lm", "translation_data"]
@@ -119,7 +121,23 @@ class LMRecipe:
         set_seed(self.training_seed())
         return LanguageModel(vocab_size, self.num_hiddens,
                              self.ffn_num_hiddens, self.num_heads,
-                             self.num_blks, self.dropout, self.max_len)
+                             self.num_blks, self.dropout, self.max_len,
+                             lr=self.lr, weight_decay=self.weight_decay)
+
+
+# Named sizes for ``python -m d2lmini.train lm --size``: the section's
+# model (the only one that can start the Transformer section's decoder)
+# and two larger ones, for a GPU or a few of them.  On 2 CPU cores a
+# step of "medium" takes about 20 times a step of "section".
+LM_SIZES = {
+    "section": LMRecipe(),
+    "medium": LMRecipe(num_hiddens=256, ffn_num_hiddens=1024, num_heads=8,
+                       num_blks=4, batch_size=256, lr=0.001,
+                       warmup_steps=200, max_steps=4000, val_every=500),
+    "large": LMRecipe(num_hiddens=512, ffn_num_hiddens=2048, num_heads=8,
+                      num_blks=8, dropout=0.1, batch_size=512, lr=0.0006,
+                      warmup_steps=400, max_steps=8000, val_every=1000),
+}
 
 
 def code_fingerprint():
@@ -190,16 +208,40 @@ def _batch(sentences, bos, eos, pad):
     return X, lens
 
 
-def _lr_factor(step, warmup, total):
-    """Linear warm-up to 1 over ``warmup`` steps, then a cosine to 0."""
-    if step < warmup:
-        return (step + 1) / warmup
-    return 0.5 * (1 + math.cos(math.pi * (step - warmup)
-                               / max(1, total - warmup)))
+class SentenceBatches:
+    """Training batches of whole sentences for ``d2lmini.Trainer``:
+    each epoch a new permutation drawn from ``generator``, cut into
+    batches ``(X, lens)`` of ``batch_size`` sentences (the last partial
+    batch dropped), each ``bos s eos`` padded with ``pad``."""
+
+    def __init__(self, sentences, batch_size, generator, bos, eos, pad):
+        check_int("batch_size", batch_size)
+        if batch_size > len(sentences):
+            raise ValueError(f"batch_size {batch_size} is more than the "
+                             f"{len(sentences)} sentences")
+        self.sentences, self.batch_size = sentences, batch_size
+        self.generator, self.ids = generator, (bos, eos, pad)
+
+    def __len__(self):
+        return len(self.sentences) // self.batch_size
+
+    def __iter__(self):
+        order = torch.randperm(len(self.sentences),
+                               generator=self.generator)
+        b = self.batch_size
+        for i in range(len(self)):
+            chosen = order[i * b:(i + 1) * b].tolist()
+            yield _batch([self.sentences[j] for j in chosen], *self.ids)
+
+    def train_dataloader(self):
+        return self
 
 
-def fit_lm(recipe, data):
-    """Train ``recipe``'s language model on ``pretraining_text(data)``.
+def fit_lm(recipe, data, device="cpu", progress=False):
+    """Train ``recipe``'s language model on ``pretraining_text(data)``
+    with ``d2lmini.Trainer`` (AdamW, a linear warm-up then a cosine
+    decay, gradients clipped at 1); under ``torchrun`` on every process
+    of the job, each on its share of every batch.
 
     Sentences longer than ``recipe.max_len - 2`` tokens are cut to it,
     in training and in validation alike (none is, at the section's
@@ -218,38 +260,20 @@ def fit_lm(recipe, data):
     val = [s[:longest] for s in val]
     model = recipe.build(len(vocab))
     generator = torch.Generator().manual_seed(recipe.training_seed())
-    optimizer = torch.optim.AdamW(model.parameters(), lr=recipe.lr,
-                                  weight_decay=recipe.weight_decay)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: _lr_factor(s, recipe.warmup_steps,
-                                        recipe.max_steps))
-    history = {"steps": [], "train_loss": [], "val_ppl": [],
-               "seconds": 0.0, "sentences": len(text),
-               "left_out": left_out}
-    order, used, losses = torch.randperm(len(text), generator=generator), 0, []
-    for step in range(1, recipe.max_steps + 1):
-        start = time.perf_counter()
-        if used + recipe.batch_size > len(order):
-            order, used = torch.randperm(len(text), generator=generator), 0
-        chosen = order[used:used + recipe.batch_size].tolist()
-        used += recipe.batch_size
-        X, lens = _batch([text[i] for i in chosen], vocab.bos, vocab.eos,
-                         vocab.pad)
-        model.train()
-        loss = next_token_loss(model(X, lens), X, vocab.pad)
-        optimizer.zero_grad()
-        loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        scheduler.step()
-        losses.append(loss.item())
-        history["seconds"] += time.perf_counter() - start
-        if step % recipe.val_every == 0 or step == recipe.max_steps:
-            history["steps"].append(step)
-            history["train_loss"].append(sum(losses) / len(losses))
-            history["val_ppl"].append(perplexity(model, val, vocab.bos,
-                                                 vocab.eos))
-            losses = []
+    batches = SentenceBatches(text, recipe.batch_size, generator,
+                              vocab.bos, vocab.eos, vocab.pad)
+    ppl = Every(recipe.val_every, lambda model, step: perplexity(
+        model, val, vocab.bos, vocab.eos))
+    trainer = Trainer(None, 1.0, device, max_steps=recipe.max_steps,
+                      progress=progress, warmup_steps=recipe.warmup_steps,
+                      schedule="cosine-after-warmup", callbacks=[ppl])
+    hist = trainer.fit(model, batches)
+    marks = [step for step, _ in ppl.records]
+    history = {"steps": marks,
+               "train_loss": hist.means_between(marks),
+               "val_ppl": [value for _, value in ppl.records],
+               "seconds": hist.train_time, "tokens": hist.num_tokens,
+               "sentences": len(text), "left_out": left_out}
     return model.eval(), history
 
 
@@ -300,35 +324,51 @@ def _cached(model, path, expected):
         return None, f"the cached file was not usable: {why}"
 
 
-def _fingerprint(key, data):
+def _ddp():
+    """A cache file name's suffix under ``torchrun``: ``-ddp<N>``, so
+    that a model trained by N processes keeps one process's file."""
+    return "" if processes() == 1 else f"-ddp{processes()}"
+
+
+def _fingerprint(key, data, device=None):
+    """What the cached model depends on; ``device`` is the kind that
+    trains it (``'cpu'``, ``'cuda'``, ``'mps'``; None: what
+    ``Trainer(device='auto')`` picks here), and ``processes`` the
+    number of data-parallel processes."""
     return {"recipe": key, "code": code_fingerprint(),
             "torch": str(torch.__version__),
-            "data": data_fingerprint(data), "device": "cpu"}
+            "data": data_fingerprint(data),
+            "device": device or training_device(),
+            "processes": processes()}
 
 
-def train_or_load_lm(recipe=None, cache_dir=None, data=None):
+def train_or_load_lm(recipe=None, cache_dir=None, data=None,
+                     device="auto", progress=False):
     """The recipe's trained language model (default ``LMRecipe()``: the
     section's), from the cache when its fingerprint matches, else
-    trained now on the CPU and saved.  ``data`` (default
-    ``translation_data()``) gives the text and the vocabulary.  Returns
-    an ``LMRun``."""
+    trained now on ``device`` (``'auto'``: a GPU if there is one, as
+    ``Trainer`` picks; under ``torchrun``, on every process) and saved
+    by one process.  ``data`` (default ``translation_data()``) gives
+    the text and the vocabulary.  Returns an ``LMRun`` whose model is
+    on the CPU, trained or loaded."""
     recipe = LMRecipe() if recipe is None else recipe
     if not isinstance(recipe, LMRecipe):
         raise TypeError(f"recipe must be an LMRecipe, got "
                         f"{type(recipe).__name__}")
     data = translation_data() if data is None else data
-    path = _models_dir(cache_dir) / f"lm-french-{recipe.key()}.pt"
-    expected = _fingerprint(recipe.key(), data)
+    device = Trainer._pick_device(device)
+    path = _models_dir(cache_dir) / f"lm-french-{recipe.key()}{_ddp()}.pt"
+    expected = _fingerprint(recipe.key(), data, device.type)
     with keep_random_state():
         model = recipe.build(len(data.tgt_vocab))
     extra, reason = _cached(model, path, expected)
     if extra is not None:
         return LMRun(model.eval(), data, extra["history"], recipe, False)
     with keep_random_state():
-        model, history = fit_lm(recipe, data)
-    with _locked(path):
-        save_checkpoint(model, path, recipe=dataclasses.asdict(recipe),
-                        fingerprint=expected, history=history)
+        model, history = fit_lm(recipe, data, device, progress)
+    model = model.to("cpu")
+    save_once(model, path, recipe=dataclasses.asdict(recipe),
+              fingerprint=expected, history=history)
     return LMRun(model, data, history, recipe, True, reason)
 
 
@@ -427,8 +467,9 @@ def finetune_or_load(n, steps, seed=0, lm=None, cache_dir=None,
                       lm.recipe.key()])
     key = hashlib.sha256(key.encode()).hexdigest()[:16]
     kind = "scratch" if lm is None else "pretrained"
-    path = _models_dir(cache_dir) / f"finetune-{kind}-{key}.pt"
-    expected = _fingerprint(key, data)
+    path = _models_dir(cache_dir) / f"finetune-{kind}-{key}{_ddp()}.pt"
+    trainer = experiment._trainer(recipe, progress=False)
+    expected = _fingerprint(key, data, trainer.device.type)
     with keep_random_state():
         model = experiment.build_model(recipe, subset)
     extra, reason = _cached(model, path, expected)
@@ -439,12 +480,11 @@ def finetune_or_load(n, steps, seed=0, lm=None, cache_dir=None,
         model = experiment.build_model(recipe, subset)
         if lm is not None:
             init_decoder_from_lm(model, lm.model)
-        trainer = experiment._trainer(recipe, progress=False)
         history = trainer.fit(model, subset)
+    model = model.to("cpu")  # as a load gives it
     record = {"seconds": history.train_time,
               "loss": [float(x) for _, x in history.steps][-1:]}
-    with _locked(path):
-        save_checkpoint(model, path, fingerprint=expected, history=record)
+    save_once(model, path, fingerprint=expected, history=record)
     return FineTuneRun(model.eval(), subset, record, recipe,
                        lm is not None, True, reason)
 

@@ -206,7 +206,8 @@ class LanguageModel(_Stack):
     """
 
     def __init__(self, vocab_size, num_hiddens, ffn_num_hiddens, num_heads,
-                 num_blks, dropout=0.0, max_len=256, tie_weights=True):
+                 num_blks, dropout=0.0, max_len=256, tie_weights=True, *,
+                 lr=0.002, weight_decay=0.01):
         check_int("vocab_size", vocab_size)
         super().__init__(TransformerEncoderBlock, vocab_size, num_hiddens,
                          ffn_num_hiddens, num_heads, num_blks, dropout,
@@ -216,10 +217,31 @@ class LanguageModel(_Stack):
         if tie_weights:  # one (V, D) matrix reads and writes tokens
             self.dense.weight = self.embedding.weight
         self.tie_weights = tie_weights
+        self.lr, self.weight_decay = lr, weight_decay
 
     @property
     def attention_weights(self):
         return [blk.attention.attention_weights for blk in self.blks]
+
+    def training_step(self, batch):
+        """``(loss, num_tokens)`` of a batch ``(X, lens)`` for
+        ``d2lmini.Trainer``: the mean next-token cross-entropy over the
+        targets inside each row's ``lens`` (``next_token_loss`` with the
+        padding found from ``lens``), and their number, as a tensor (read
+        from the device only when the trainer reads it)."""
+        X, lens = batch
+        targets = X[:, 1:]  # (B, T - 1); target t + 1 is real if < lens
+        real = torch.arange(1, X.shape[1], device=X.device) < lens[:, None]
+        logits = self(X, lens)[:, :-1]  # (B, T - 1, V)
+        loss = F.cross_entropy(logits.transpose(1, 2),
+                               targets.masked_fill(~real, IGNORE_INDEX),
+                               ignore_index=IGNORE_INDEX)
+        return loss, real.sum()
+
+    def configure_optimizers(self):
+        """AdamW with the model's ``lr`` and ``weight_decay``."""
+        return torch.optim.AdamW(self.parameters(), lr=self.lr,
+                                 weight_decay=self.weight_decay)
 
     def forward(self, X, valid_lens=None):
         _check_ids(X, self.vocab_size, "X")

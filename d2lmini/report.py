@@ -89,7 +89,19 @@ def share(count, total, what):
     if total <= 0 or not 0 <= count <= total:
         raise ValueError(f"expected 0 <= count <= total and total > 0, "
                          f"got count={count}, total={total}")
-    return f"{count:,} of {total:,} {what} ({100 * count / total:.1f} %)"
+    return f"{count:,} of {total:,} {what} ({_percent(count, total)} %)"
+
+
+def _percent(count, total):
+    """100 count / total to one decimal, never rounded to 0.0 or 100.0
+    unless it is exactly that: 9,999 of 10,000 is '> 99.9', 1 of 10,000
+    '< 0.1'."""
+    text = f"{100 * count / total:.1f}"
+    if text == "100.0" and count < total:
+        return "> 99.9"
+    if text == "0.0" and count > 0:
+        return "< 0.1"
+    return text
 
 
 def table(rows, header):

@@ -25,11 +25,11 @@ import torch
 from . import corpus
 from .cache import (
     _imported_modules,
-    _locked,
     _source_that_ran,
     _stale,
     load_checkpoint,
-    save_checkpoint,
+    processes,
+    save_once,
 )
 from .digits import Digits
 from .timing import (
@@ -72,11 +72,12 @@ def _data_digest(data):
 
 
 def fingerprint(recipe, data):
-    """What can change a trained model: recipe, code, torch, data, device
-    (``d2lmini.cache.fingerprint``'s fields)."""
+    """What can change a trained model: recipe, code, torch, data,
+    device and processes (``d2lmini.cache.fingerprint``'s fields)."""
     return {"recipe": recipe.key(), "code": code_fingerprint(),
             "torch": str(torch.__version__), "data": _data_digest(data),
-            "device": "cpu"}  # fit trains on the CPU: small models
+            "device": "cpu",  # train_or_load fits on the CPU: small models
+            "processes": processes()}
 
 
 class VisionRun(NamedTuple):
@@ -151,9 +152,8 @@ def train_or_load(recipe=None, cache_dir=None):
             return VisionRun(model.eval(), data, history, recipe, False)
     with keep_random_state():
         model, history = fit(recipe, data)
-    with _locked(path):
-        save_checkpoint(model, path, recipe=dataclasses.asdict(recipe),
-                        fingerprint=expected, history=history)
+    save_once(model, path, recipe=dataclasses.asdict(recipe),
+              fingerprint=expected, history=history)
     return VisionRun(model, data, history, recipe, True, reason)
 
 

@@ -30,7 +30,6 @@ import dataclasses
 import hashlib
 import json
 import math
-import time
 
 import torch
 import torch.nn.functional as F
@@ -39,6 +38,7 @@ from torch import nn
 from .digits import IMAGE_SIZE, NUM_CLASSES
 from .multihead import MultiHeadAttention
 from .recipes import seed_offset
+from .trainer import Every, Trainer
 from .utils import check_int, set_seed
 
 __all__ = ["CNN", "MLP", "MODELS", "PatchEmbedding", "SoftmaxRegression",
@@ -392,57 +392,50 @@ class VisionRecipe:
         return CNN(dropout=self.dropout, **opt)
 
 
-def fit(recipe, data, eval_every=100):
+def fit(recipe, data, eval_every=100, device="cpu", progress=False):
     """Train ``recipe.build()`` on ``data`` (a ``d2lmini.digits.
-    Digits``) on the CPU.  Returns the model (in eval mode) and a
-    history: ``steps``, the mean training ``loss`` and the validation
-    ``val_acc`` every ``eval_every`` steps, and ``seconds`` of training
-    (evaluation excluded)."""
+    Digits``) with ``d2lmini.Trainer`` on ``device`` (under
+    ``torchrun``, on every process, each on its share of every batch).
+    Returns the model (on the CPU, in eval mode) and a history:
+    ``steps``, the mean training ``loss`` and the validation
+    ``val_acc`` every ``eval_every`` steps and at the last, and
+    ``seconds`` of training (evaluation excluded)."""
     check_int("eval_every", eval_every)
     model = recipe.build()
-    optimizer = model.configure_optimizers()
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: 0.5 * (1 + math.cos(math.pi * s
-                                                 / recipe.max_steps)))
     gen = torch.Generator().manual_seed(recipe.training_seed())
-    history = {"steps": [], "loss": [], "val_acc": [], "seconds": 0.0}
-    total, count, seconds = 0.0, 0, 0.0
-    start = time.perf_counter()
-    for step, batch in enumerate(
-            data.batches(recipe.max_steps, recipe.batch_size, gen), 1):
-        model.train()
-        loss, _ = model.training_step(batch)
-        optimizer.zero_grad()
-        loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        schedule.step()
-        total, count = total + loss.item(), count + 1
-        if step % eval_every == 0 or step == recipe.max_steps:
-            seconds += time.perf_counter() - start
-            history["steps"].append(step)
-            history["loss"].append(total / count)
-            history["val_acc"].append(accuracy(model, *data.val))
-            total, count = 0.0, 0
-            start = time.perf_counter()
-    history["seconds"] = seconds
-    return model.eval(), history
+    acc = Every(eval_every, lambda model, step: accuracy(model, *data.val))
+    trainer = Trainer(None, 1.0, device, max_steps=recipe.max_steps,
+                      progress=progress, schedule="cosine",
+                      callbacks=[acc])
+    hist = trainer.fit(model, data.loader(recipe.batch_size, gen))
+    marks = [step for step, _ in acc.records]
+    history = {"steps": marks, "loss": hist.means_between(marks),
+               "val_acc": [value for _, value in acc.records],
+               "seconds": hist.train_time}
+    return model.to("cpu").eval(), history
 
 
 @torch.no_grad()
 def predict(model, X):
-    """Class probabilities (B, num_classes), in eval mode (the model's
-    mode is restored)."""
+    """Class probabilities (B, num_classes) on X's device, computed on
+    the model's, in eval mode (the model's mode is restored)."""
     was_training = model.training
     model.eval()
     try:
-        return torch.softmax(model(X), dim=-1)
+        device = next(model.parameters()).device
+        return torch.softmax(model(X.to(device)), dim=-1).to(X.device)
     finally:
         model.train(was_training)
 
 
 def accuracy(model, X, y):
-    """The share of ``X`` whose most probable class is ``y``."""
+    """The share of ``X`` whose most probable class is ``y``: labels
+    (B,), one per image."""
+    if not torch.is_tensor(y) or y.dim() != 1 or len(y) != len(X):
+        shape = tuple(y.shape) if torch.is_tensor(y) else type(y).__name__
+        raise ValueError(f"labels y must be ({len(X)},), one class per "
+                         f"image, got {shape}; flatten them with "
+                         f"y.reshape(-1)")
     return (predict(model, X).argmax(-1) == y).float().mean().item()
 
 

@@ -236,7 +236,9 @@ def test_the_model_is_on_the_cpu_trained_or_loaded(tmp_path, monkeypatch):
 def test_the_data_dependence_is_in_the_fingerprint():
     d = experiment.build_data(TINY)
     fp = cache.fingerprint(TINY, d)
-    assert set(fp) == {"recipe", "code", "torch", "data", "device"}
+    assert set(fp) == {"recipe", "code", "torch", "data", "device",
+                       "processes"}
+    assert fp["processes"] == 1
     assert fp == cache.fingerprint(TINY, experiment.build_data(TINY))
     other = experiment.build_data(TINY.replace(seed=1))  # another split
     assert cache.data_fingerprint(other) != fp["data"]
@@ -275,6 +277,7 @@ def test_the_code_fingerprint_covers_what_training_imports(tmp_path):
     used = cache._imported_modules(cache._TRAINING_ROOT, package)
     assert {"cache", "experiment", "attention", "attention_decoder",
             "seq2seq", "data", "corpus", "splits", "trainer", "decoding",
+            "distributed",
             "metrics", "multihead", "recipes", "snapshots", "tokenizer",
             "transformer",
             "transformer_blocks", "utils", "vocab"} == used

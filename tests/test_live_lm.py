@@ -30,8 +30,10 @@ from test_live import load_script
 from d2lmini.data import MTFraEng
 from d2lmini.generation import (
     Mulberry32,
+    exp64,
     generate,
     next_token_distribution,
+    sample,
 )
 from d2lmini.live import (
     LM_MANIFEST_FORMAT,
@@ -348,6 +350,47 @@ def test_live_js_next_token_distribution_equals_python(tmp_path):
         worst = max(worst, float(np.abs(np.array(out["probs"])
                                         - probs.numpy()).max()))
     assert worst < 1e-12
+
+
+NODE_EXP = NODE_HEAD + r"""
+console.log(JSON.stringify({
+  exp: logitsOf(job.xs).map((x) => M.exp64(x)),
+  draw: job.draw.map(([logits, t, k, p, seed]) => {
+    const d = M.nextTokenDistribution(logitsOf(logits), t, k, p);
+    return M.sample(d.ids, d.probs, M.Mulberry32(seed));
+  }),
+}));
+"""
+
+
+def test_live_js_exp64_gives_python_s_bits(tmp_path):
+    """The page's exp64 equals d2lmini.generation.exp64 bit for bit, and
+    both are within 2 ulp of math.exp; at the top-p boundary where
+    Math.exp and math.exp differ by an ulp (logits [0, -0.2006...],
+    top-p 0.55, seed 1) page and Python now draw the same token."""
+    rng = np.random.default_rng(0)
+    xs = np.concatenate([-rng.exponential(1.0, 4000),
+                         -rng.uniform(0, 750, 4000),
+                         -rng.uniform(0, 1e-6, 500),
+                         -745.5 + rng.uniform(-1, 1, 500),
+                         [0.0, -0.0, -1e-300, -745.13, -746.0, -800.0,
+                          -0.20067069546215116]]).tolist()
+    draw = [[[0.0, -0.20067069546215116], 1, None, 0.55, 1]]
+    draw += [[z, 1, None, p, seed] for z in logit_vectors()[:8]
+             for p in (0.3, 0.55, 0.9) for seed in (0, 1, 2)]
+    js = [[[None if v == -math.inf else v for v in z], *rest]
+          for z, *rest in draw]
+    got = run_node(tmp_path, NODE_EXP, {"xs": xs + [None], "draw": js})
+    ours = exp64(torch.tensor(xs + [-math.inf], dtype=torch.float64)).tolist()
+    assert got["exp"] == ours
+    for x, e in zip(xs, ours):
+        assert abs(e - math.exp(x)) <= 2 * math.ulp(math.exp(x)), x
+    for (z, t, k, p, seed), token in zip(draw, got["draw"]):
+        assert token == sample(*next_token_distribution(
+            torch.tensor(z, dtype=torch.float64), t, k, p),
+            Mulberry32(seed)), (z[:3], p, seed)
+    with pytest.raises(ValueError, match="numbers <= 0"):
+        exp64(torch.tensor([0.5]))
 
 
 def test_live_js_next_token_distribution_refuses_what_python_does(

@@ -250,6 +250,25 @@ def test_live_js_counts_a_bitmap_as_the_digits_were_made(data, tmp_path):
     assert "got -1" in got["badCounts"][3]["error"]
 
 
+NODE_LINE = NODE_HEAD + r"""
+console.log(JSON.stringify(job.map(([a, b]) => attempt(
+  () => V.lineCells(a.map((v) => (v === null ? NaN : v)), b)))));
+"""
+
+
+def test_live_js_line_cells_refuses_a_cell_that_is_not_whole(tmp_path):
+    """A stroke's line joins whole cells; a NaN cell (a pointer on a
+    grid laid out at zero size gave one) is refused at once instead of
+    looping until the tab runs out of memory."""
+    got = run_node(tmp_path, NODE_LINE, [[[0, 0], [2, 3]], [[5, 5], [5, 5]],
+                                         [[None, None], [3, 3]],
+                                         [[1.5, 0], [3, 3]]])
+    assert got[0] == [[0, 0], [1, 1], [1, 2], [2, 3]]
+    assert got[1] == [[5, 5]]
+    for bad in got[2:]:
+        assert "whole-number cells" in bad["error"]
+
+
 NODE_ERF = NODE_HEAD + r"""
 console.log(JSON.stringify({erf: job.xs.map(V.erf),
                             gelu: job.xs.map(V.gelu)}));

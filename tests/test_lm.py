@@ -267,7 +267,7 @@ def test_fit_lm_history(data):
     model, history = lm.fit_lm(recipe, data)
     assert not model.training
     assert set(history) == {"steps", "train_loss", "val_ppl", "seconds",
-                            "sentences", "left_out"}
+                            "tokens", "sentences", "left_out"}
     assert history["steps"] == [2, 4, 5]
     assert len(history["train_loss"]) == len(history["val_ppl"]) == 3
     assert all(math.isfinite(x) and x > 0 for x in history["train_loss"])
@@ -751,3 +751,32 @@ def test_bleu_gain(finetuned):
                                                  (diff, low, high))
     swapped = lm.bleu_gain(scratch, pretrained)
     assert swapped[2][0] == pytest.approx(-diff, abs=1e-9)
+
+
+def test_finetune_fingerprint_names_the_device_that_trains(
+        data, tmp_path, monkeypatch):
+    """The fingerprint's device is the trainer's (a GPU's run says
+    'cuda'; f1e0c15 wrote 'cpu' whatever trained), and the model comes
+    back on the CPU whether it trained or loaded."""
+    devices, made = [], []
+    fingerprint, trainer = lm._fingerprint, experiment._trainer
+
+    def spy(key, data, device=None):
+        devices.append(device)
+        return fingerprint(key, data, device)
+
+    def recorded(*args, **kwargs):
+        made.append(trainer(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(lm, "_fingerprint", spy)
+    monkeypatch.setattr(experiment, "_trainer", recorded)
+    first = lm.finetune_or_load(6, 1, cache_dir=tmp_path, data=data)
+    again = lm.finetune_or_load(6, 1, cache_dir=tmp_path, data=data)
+    assert first.trained and not again.trained
+    assert devices == [t.device.type for t in made] == ["cpu", "cpu"]
+    for run in (first, again):
+        assert {p.device.type for p in run.model.parameters()} == {"cpu"}
+    saved = torch.load(next(tmp_path.glob("finetune-*.pt")))
+    assert saved["extra"]["fingerprint"]["device"] == "cpu"
+    assert saved["extra"]["fingerprint"]["processes"] == 1

@@ -40,6 +40,10 @@ def test_higher_or_lower_compares_as_printed():
 
 
 def test_share_counts_and_refuses_impossible_counts():
+    assert report.share(9999, 10000, "x") == "9,999 of 10,000 x (> 99.9 %)"
+    assert report.share(1, 10000, "x") == "1 of 10,000 x (< 0.1 %)"
+    assert report.share(3, 3, "x") == "3 of 3 x (100.0 %)"
+    assert report.share(0, 3, "x") == "0 of 3 x (0.0 %)"
     assert report.share(12, 1000, "sentences") == (
         "12 of 1,000 sentences (1.2 %)")
     with pytest.raises(ValueError, match="count <= total"):

@@ -9,7 +9,7 @@ from torch import nn
 from torch.nn import functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
-from d2lmini.trainer import History, Trainer
+from d2lmini.trainer import Every, History, Trainer
 
 
 class TrainOnlyRegression(nn.Module):
@@ -396,3 +396,88 @@ def test_the_trainer_seed_seeds_every_global_generator():
     fit(a, max_epochs=1, seed=3)
     fit(b, max_epochs=1, seed=3)
     assert a.draws == b.draws and len(set(a.draws)) == len(a.draws)
+
+
+# One trainer for every model: what the language model and the ViT need.
+
+def test_cosine_after_warmup_starts_the_cosine_when_the_warmup_ends():
+    trainer = Trainer(max_steps=10, warmup_steps=4,
+                      schedule="cosine-after-warmup")
+    f = trainer._lr_factor(10)
+    assert [f(s) for s in range(4)] == [0.25, 0.5, 0.75, 1.0]
+    assert f(4) == 1.0 and f(7) == pytest.approx(0.5) and f(10) == 0.0
+    # 'cosine' multiplies the warm-up by a cosine that began at step 0
+    g = Trainer(max_steps=10, warmup_steps=4, schedule="cosine")._lr_factor(
+        10)
+    assert g(4) < 1.0
+    with pytest.raises(ValueError, match="needs to know the last step"):
+        fit(max_epochs=None, max_time=5.0, schedule="cosine-after-warmup",
+            data=type("D", (), {"train_dataloader": lambda self: iter(
+                [(torch.randn(2, 3), torch.randn(2))])})())
+
+
+def test_every_calls_its_function_every_n_steps_and_at_the_last():
+    seen = []
+    every = Every(3, lambda model, step: seen.append(step) or step * 10)
+    _, h = fit(max_epochs=None, max_steps=8, callbacks=[every],
+               val_at_epoch_end=False)
+    assert every.records == [(3, 30), (6, 60), (8, 80)] and seen == [3, 6, 8]
+    assert h.val_loss == [] and h.val_steps == []
+    assert h.means_between([3, 6, 8]) == pytest.approx([
+        sum(v for s, v in h.steps if lo < s <= hi) / (hi - lo)
+        for lo, hi in ((0, 3), (3, 6), (6, 8))])
+    with pytest.raises(TypeError, match="callable"):
+        Every(3, "perplexity")
+
+
+def test_validation_every_n_steps_without_epoch_ends_ends_at_the_last():
+    _, h = fit(max_epochs=3, max_steps=20, val_every_n_steps=6,
+               val_at_epoch_end=False)
+    assert [s for s, _ in h.val_steps] == [6, 12, 18, 20]
+
+
+def test_reading_losses_every_few_steps_changes_nothing_it_records():
+    def run(sync_every):
+        torch.manual_seed(0)
+        _, h = fit(max_epochs=2, seed=1, sync_every=sync_every)
+        return h.steps, h.train_loss, h.val_loss, h.num_tokens
+
+    assert run(5) == run(1)
+
+
+def test_a_late_read_still_names_the_first_bad_step():
+    class Diverges(Regression):
+        def training_step(self, batch):
+            loss, n = super().training_step(batch)
+            calls = sum(1 for e in self.log if e[0] == "train")
+            return (loss * float("nan") if calls == 3 else loss), \
+                torch.tensor(n)
+
+    with pytest.raises(FloatingPointError, match="step 3;"):
+        fit(Diverges(), max_epochs=2, sync_every=4)
+
+
+def test_token_counts_may_be_tensors_and_are_checked_when_read():
+    class Counts(Regression):
+        def training_step(self, batch):
+            loss, n = super().training_step(batch)
+            return loss, torch.tensor(n if len(self.log) < 6 else 0)
+
+    _, h = fit(Counts(), max_epochs=1, max_steps=2, sync_every=8)
+    assert h.num_tokens == 16
+    with pytest.raises(ValueError, match="num_tokens=0"):
+        fit(Counts(), max_epochs=1, sync_every=8)
+    with pytest.raises(TypeError, match="0-d tensor"):
+        fit(type("Vec", (Regression,), {"training_step": lambda self, b: (
+            Regression.training_step(self, b)[0], torch.ones(2))})())
+
+
+def test_bf16_autocast_trains_close_to_float32_on_the_cpu():
+    def run(precision):
+        torch.manual_seed(0)
+        _, h = fit(max_epochs=2, seed=0, precision=precision)
+        return [v for _, v in h.steps]
+
+    assert run("bf16") == pytest.approx(run("fp32"), rel=0.05)
+    with pytest.raises(ValueError, match="precision must be one of"):
+        Trainer(precision="fp16")

@@ -77,9 +77,36 @@
     return total;
   }
 
+  // d2lmini.generation.exp64, step for step: x = k ln 2 + r (ln 2 in
+  // two parts), e^r by Horner's rule on 1/13!, ..., 1/0!, times 2^k
+  // (powers of two by exact halving).  Math.exp may differ from
+  // Python's math.exp by an ulp; this gives Python's exp64 bits.
+  const LN2_HI = 0.6931471803691238, LN2_LO = 1.9082149292705877e-10;
+  const INV_LN2 = 1.4426950408889634;
+  const EXP_COEFFS = [1.6059043836821613e-10, 2.08767569878681e-09,
+    2.505210838544172e-08, 2.755731922398589e-07, 2.7557319223985893e-06,
+    2.48015873015873e-05, 0.0001984126984126984, 0.001388888888888889,
+    0.008333333333333333, 0.041666666666666664, 0.16666666666666666,
+    0.5, 1.0, 1.0];
+  const POW2_NEG = [1];
+  for (let i = 1; i <= 1077; i++) POW2_NEG.push(POW2_NEG[i - 1] / 2);
+
+  /** e^x for x <= 0 (-Infinity gives 0), as d2lmini.generation.exp64. */
+  function exp64(x) {
+    if (!(x > -746)) return 0;
+    const k = Math.floor(x * INV_LN2 + 0.5);
+    const r = (x - k * LN2_HI) - k * LN2_LO;
+    let y = EXP_COEFFS[0];
+    for (let i = 1; i < EXP_COEFFS.length; i++) {
+      y = y * r;
+      y = y + EXP_COEFFS[i];
+    }
+    return y * POW2_NEG[-k];
+  }
+
   /** d2lmini.generation.next_token_distribution: the candidates and
    * probabilities that sample draws from, in float64, step by step:
-   * e_i = exp((logit_i - max logit) / temperature); candidates sorted by
+   * e_i = exp64((logit_i - max logit) / temperature); candidates sorted by
    * e descending, ties by lower id, those with e = 0 left out; topK
    * keeps the first k; topP the shortest prefix whose running sum of
    * e_i / (sum of the kept e) reaches p; probabilities e_i / (sum of the
@@ -101,7 +128,7 @@
     let top = -Infinity;
     for (const v of z) if (v > top) top = v;
     if (temperature === 0) return {ids: [z.indexOf(top)], probs: [1]};
-    const e = z.map((v) => Math.exp((v - top) / temperature));
+    const e = z.map((v) => exp64((v - top) / temperature));
     let order = [];
     for (let i = 0; i < e.length; i++) if (e[i] > 0) order.push(i);
     order.sort((a, b) => (e[a] !== e[b] ? (e[a] > e[b] ? -1 : 1) : a - b));
@@ -493,7 +520,7 @@
   function probabilities(logits, t) {
     let top = -Infinity;
     for (const v of logits) if (v > top) top = v;
-    const e = Array.from(logits, (v) => Math.exp((v - top) / t));
+    const e = Array.from(logits, (v) => exp64((v - top) / t));
     const total = e.reduce((a, v) => a + v, 0);
     return e.map((v) => v / total);
   }
@@ -886,7 +913,7 @@
   }
 
   // What tests and other scripts may call (the computing part).
-  root.d2lLM = {Mulberry32, nextTokenDistribution, sample, generate, generateSteps,
+  root.d2lLM = {Mulberry32, exp64, nextTokenDistribution, sample, generate, generateSteps,
                 lmForward, lmState, lmRead, lmLogits, makeLm, loadLm, readBeginning,
                 lmManifestProblems, lmExpectedTensors, lmModelSha256,
                 lmWeightsStatement, probabilities, LM_FORMAT, LM_MODEL_FIELDS};

@@ -405,8 +405,12 @@
                         "seven", "eight", "nine", "ten"];
   const HEAT = "#E69F00";  // Okabe and Ito's orange, over the grey image
 
-  /** Cells of a straight line from a to b ([row, col]), both ends in. */
+  /** Cells of a straight line from a to b ([row, col]), both ends in.
+   * The cells must be whole numbers (a NaN would never meet b). */
   function lineCells(a, b) {
+    if (![...a, ...b].every(Number.isInteger)) {
+      throw new Error(`lineCells takes whole-number cells, got ${a} and ${b}`);
+    }
     const cells = [];
     let [r, c] = a;
     const dr = Math.abs(b[0] - r), dc = Math.abs(b[1] - c);
@@ -602,6 +606,7 @@
     }
 
     function strokeTo(cell) {
+      if (cell === null) return;  // a grid laid out at no size
       for (const c of stroke.last ? lineCells(stroke.last, cell) : [cell]) paint(c);
       stroke.last = cell;
     }
@@ -614,11 +619,15 @@
       changed();
     }
 
+    /** The [row, col] under a pointer event, or null where the grid
+     * has no size on the screen (then no cell is under it). */
     function cellAt(event) {
       const box = canvas.getBoundingClientRect();
+      if (!(box.width > 0 && box.height > 0)) return null;
       const clamp = (v) => Math.min(N - 1, Math.max(0, Math.floor(v)));
-      return [clamp((event.clientY - box.top) / box.height * N),
-              clamp((event.clientX - box.left) / box.width * N)];
+      const cell = [clamp((event.clientY - box.top) / box.height * N),
+                    clamp((event.clientX - box.left) / box.width * N)];
+      return cell.every(Number.isInteger) ? cell : null;
     }
 
     /** The keyboard's cursor is drawn while the grid has the focus
@@ -861,7 +870,7 @@
   }
 
   // What tests and other scripts may call (the computing part).
-  root.d2lVision = {countsFromBitmap, bitmapFromCounts, erf, gelu, vitForward,
+  root.d2lVision = {countsFromBitmap, bitmapFromCounts, erf, gelu, lineCells, vitForward,
                     makeVit, loadVit, vitManifestProblems, vitExpectedTensors,
                     vitModelSha256, pythonFloat, vitWeightsStatement,
                     VIT_FORMAT, VIT_MODEL_FIELDS, DITHER};
