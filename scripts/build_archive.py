@@ -1,8 +1,9 @@
 """Pack the chapter as one archive that a reader of the website can run.
 
 The archive (a zip, linked from the opener) holds:
-  chapters/            every notebook of _toc.yml, with its outputs, and
-                       the figures they show (chapters/img/)
+  chapters/            every notebook of _toc.yml, with its outputs, the
+                       figures they show (chapters/img/) and the opener
+                       (index.md), whose legend they link
   benchmarks/results/  the committed results the notebooks quote
   d2lmini-*.whl        the package, built from this checkout
   requirements.txt     the pinned versions a reader installs
@@ -36,13 +37,19 @@ README = """\
 
 The notebooks of the chapter (`chapters/`), the lab and the solutions,
 with the outputs the website shows, and `d2lmini`, the package they
-import, as a wheel.  Python 3.10 or newer; no GPU needed.
+import, as a wheel.  Python {python} or newer (the pinned numpy,
+matplotlib and scikit-learn need it); no GPU needed.
 
 ```bash
 python3 -m venv .venv
+.venv/bin/pip install torch=={torch} --index-url {cpu_index}
 .venv/bin/pip install -r requirements.txt {wheel}
 .venv/bin/jupyter lab chapters/
 ```
+
+The first `pip install` takes torch's CPU build; without it, pip's
+default torch on Linux is the CUDA build, several GB, which runs the
+notebooks as well (on a GPU if there is one).
 
 (On Windows: `.venv\\Scripts\\pip` and `.venv\\Scripts\\jupyter`.)
 Open `chapters/attention-pooling.ipynb` and run all cells.  The
@@ -52,6 +59,21 @@ it from the folder in `D2LMINI_DATA_DIR`; a trained model is cached too,
 so a second run loads it in seconds.  `benchmarks/results/` holds the
 measurements that the notebooks quote (read, not re-run).
 """
+
+
+# Where PyTorch publishes its CPU-only wheels.
+CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+
+
+def python_floor():
+    """The oldest Python the package states (``requires-python``)."""
+    import tomllib
+
+    spec = tomllib.loads((ROOT / "pyproject.toml").read_text())[
+        "project"]["requires-python"]
+    if not spec.startswith(">="):
+        sys.exit(f"requires-python should be '>=X.Y', got {spec!r}")
+    return spec[2:]
 
 
 def reader_requirements():
@@ -103,8 +125,17 @@ def build(dest):
         with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as zf:
             for arcname, path in sorted(files.items()):
                 zf.write(path, arcname)
+            # The opener too (the sections link its legend), its link to
+            # the archive pointed at the archive's README instead.
+            zf.writestr(f"{NAME}/chapters/index.md", (
+                ROOT / "chapters" / "index.md").read_text().replace(
+                    f"../assets/archive/{NAME}.zip", "../README.md"))
             zf.writestr(f"{NAME}/requirements.txt", reader_requirements())
-            zf.writestr(f"{NAME}/README.md", README.format(wheel=wheel.name))
+            torch_pin = next(line for line in reader_requirements()
+                             .splitlines() if line.startswith("torch=="))
+            zf.writestr(f"{NAME}/README.md", README.format(
+                wheel=wheel.name, python=python_floor(),
+                torch=torch_pin.split("==")[1], cpu_index=CPU_INDEX))
         target = dest / f"{NAME}.zip"
         shutil.move(partial, target)  # a reader never gets half a file
     return target

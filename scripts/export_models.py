@@ -108,7 +108,12 @@ def export(spec, dest):
     """Export one translator's model into ``dest/<checkpoint>/``, unless
     the export there is ``up_to_date``, with the sha256 of the manifest
     written (``DIGEST``); return a line saying what it did."""
-    from d2lmini.cache import checkpoint_path, fingerprint, train_or_load
+    from d2lmini.cache import (
+        checkpoint_path,
+        code_fingerprint,
+        fingerprint,
+        train_or_load,
+    )
     from d2lmini.experiment import CHAPTER_RECIPE, TRANSFORMER_RECIPE, Recipe
     from d2lmini.live import export_model
 
@@ -120,6 +125,8 @@ def export(spec, dest):
     saved = up_to_date(dest / name, spec)
     if saved is not None:
         return f"{name}: up to date ({weights_line(saved)})"
+    _same_fingerprint(name, {"recipe": recipe.key(), **_known_before_training(
+        code_fingerprint())}, spec["fingerprint"], partial=True)
     if not checkpoint_path(recipe).is_file():
         print(f"{name}: not in the checkpoint cache, training it now "
               "(about 80 s on 2 CPU cores)...", flush=True)
@@ -152,11 +159,26 @@ def record_digest(folder):
     return json.loads(raw)
 
 
-def _same_fingerprint(name, current, saved):
+def _known_before_training(code):
+    """The fingerprint's fields that need no trained model and no data:
+    compared first, so that a stale notebook stops the export before
+    minutes of training (``code``: the fingerprint of the code)."""
+    import torch
+
+    from d2lmini.cache import processes, training_device
+
+    return {"code": code, "torch": str(torch.__version__),
+            "device": training_device(), "processes": processes()}
+
+
+def _same_fingerprint(name, current, saved, partial=False):
     """Stop unless the cached model's fingerprint is the one the
-    notebook recorded, naming the fields that differ."""
-    if current != saved:
-        changed = [k for k in current if current[k] != saved.get(k)]
+    notebook recorded, naming the fields that differ (``partial``: only
+    the fields of ``current``)."""
+    changed = [k for k in current if current[k] != saved.get(k)]
+    if not partial:
+        changed += [k for k in saved if k not in current]
+    if changed:
         raise SystemExit(
             f"{name}: the notebook evaluated a model trained with another "
             f"{' and '.join(changed)}; run `make execute` so that the page "
@@ -179,7 +201,12 @@ def export_vision(spec, dest):
         export_vit,
         vit_notebook_record,
     )
-    from d2lmini.vision import checkpoint_path, fingerprint, train_or_load
+    from d2lmini.vision import (
+        checkpoint_path,
+        code_fingerprint,
+        fingerprint,
+        train_or_load,
+    )
     from d2lmini.vit import VisionRecipe
 
     recipe = VisionRecipe(**spec["recipe"])
@@ -191,6 +218,10 @@ def export_vision(spec, dest):
                        vit_notebook_record(spec))
     if saved is not None:
         return f"{name}: up to date ({accuracy_line(saved)})"
+    known = _known_before_training(code_fingerprint())
+    _same_fingerprint(name, {"recipe": recipe.key(), **known,
+                             "device": "cpu"}, spec["fingerprint"],
+                      partial=True)
     if not checkpoint_path(recipe).is_file():
         print(f"{name}: not in the checkpoint cache, training it now "
               "(about 20 s on 2 CPU cores)...", flush=True)
@@ -223,6 +254,8 @@ def export_language_model(spec, dest):
                        lm_notebook_record(spec))
     if saved is not None:
         return f"{name}: up to date ({perplexity_line(saved)})"
+    _same_fingerprint(name, {"recipe": recipe.key(), **_known_before_training(
+        lm.code_fingerprint())}, spec["fingerprint"], partial=True)
     if not (lm._models_dir(None) / f"{name}.pt").is_file():
         print(f"{name}: not in the checkpoint cache, training it now "
               "(2 to 3 minutes on 2 CPU cores)...", flush=True)

@@ -4,6 +4,8 @@ then a core notebook executed from it (not from this checkout)."""
 
 import json
 import os
+import posixpath
+import re
 import subprocess
 import sys
 import venv
@@ -41,6 +43,69 @@ def test_archive_holds_what_its_readme_names(archive):
     assert "torch==2.13.0" in pins.splitlines()
     assert all("==" in line for line in pins.splitlines())
     assert "jupyter lab chapters/" in readme
+
+
+def test_the_python_it_names_installs_every_pin(archive):
+    """README, archive README and requires-python name one floor, and
+    every pinned package's own Requires-Python admits it (f1e0c15 said
+    3.10 while numpy 2.4.6 needs 3.11)."""
+    from importlib.metadata import metadata
+
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import Version
+
+    floor = build_archive.python_floor()
+    with zipfile.ZipFile(archive) as zf:
+        readme = zf.read("attention-chapter/README.md").decode()
+        pins = zf.read("attention-chapter/requirements.txt").decode()
+    assert f"Python {floor} or newer" in readme
+    assert f"Python {floor}+" in (ROOT / "README.md").read_text()
+    for line in pins.splitlines():
+        name, version = line.split("==")
+        meta = metadata(name)
+        assert Version(meta["Version"]).public == version, name
+        needs = SpecifierSet(meta.get("Requires-Python") or "")
+        assert needs.contains(f"{floor}.0"), (name, str(needs), floor)
+    # torch's CPU build, said and shown
+    assert f"--index-url {build_archive.CPU_INDEX}" in readme
+    assert "CUDA build" in readme
+
+
+def test_every_relative_link_in_the_archive_resolves(archive):
+    """Each notebook's and Markdown file's relative link (and image)
+    names a file of the archive (f1e0c15 left out chapters/index.md,
+    which the sections link)."""
+    link = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)|src=\"([^\"]+)\"")
+    with zipfile.ZipFile(archive) as zf:
+        names = set(zf.namelist())
+        dead = []
+        for name in sorted(names):
+            if name.endswith(".ipynb"):
+                cells = json.loads(zf.read(name))["cells"]
+                texts = ["".join(c["source"]) for c in cells
+                         if c["cell_type"] == "markdown"]
+            elif name.endswith(".md"):
+                texts = [zf.read(name).decode()]
+            else:
+                continue
+            for text in texts:
+                for target in (a or b for a, b in link.findall(text)):
+                    if "://" in target or target.startswith("mailto:"):
+                        continue
+                    path = posixpath.normpath(posixpath.join(
+                        posixpath.dirname(name), target))
+                    if path not in names:
+                        dead.append((name, target))
+    assert not dead, dead
+    assert "attention-chapter/chapters/index.md" in names
+
+
+def test_the_wheel_has_the_package_s_one_version(archive):
+    import d2lmini
+
+    with zipfile.ZipFile(archive) as zf:
+        wheel = next(n for n in zf.namelist() if n.endswith(".whl"))
+    assert Path(wheel).name.startswith(f"d2lmini-{d2lmini.__version__}-")
 
 
 @pytest.mark.slow  # a virtual environment and a pip install: minutes

@@ -198,3 +198,17 @@ def test_export_models_names_a_damaged_manifest_it_cannot_redo(export,
     folder.rmdir()
     assert script.main(["--dest", str(tmp_path)]) == 0
     assert len(loads) == 2
+
+
+@pytest.mark.parametrize("field", ["code", "torch", "processes"])
+def test_export_models_refuses_a_stale_notebook_before_training(
+        export, tmp_path, field):
+    """The notebook's model was trained by other code (or torch, or
+    number of processes): the export stops before asking for the model,
+    not after training it for minutes."""
+    script, spec, loads = export
+    stale = {**spec, "fingerprint": {**spec["fingerprint"],
+                                     field: "something else"}}
+    with pytest.raises(SystemExit, match=f"another {field}; run"):
+        script.export(stale, tmp_path)
+    assert loads == []
