@@ -194,21 +194,23 @@ def compare_checkpoints(a, b):
 
 def throughput(nproc, threads, steps=100, size="section"):
     """Training tokens per second of the language model's first
-    ``steps`` steps as ``nproc`` processes of ``threads`` threads each
+    ``steps`` steps on the CPU as ``nproc`` processes (gloo) of
+    ``threads`` threads each
     (a fresh model cache, so it trains; validation once, at the end,
     and not timed): ``job``'s numbers plus ``tokens_per_second``."""
     with tempfile.TemporaryDirectory() as tmp:
         run = job(["lm", "--size", size, "--max-steps", str(steps),
-                   "--val-every", str(steps), "--cache-dir", tmp],
-                  nproc, threads=threads)
+                   "--val-every", str(steps), "--device", "cpu",
+                   "--cache-dir", tmp], nproc, threads=threads)
     run["tokens_per_second"] = run["tokens"] / run["seconds"]
     run["threads"] = threads
     return run
 
 
 def equivalence(steps=6, size="section", nproc=2):
-    """Train the language model for ``steps`` steps as one process and
-    as ``nproc`` processes on the same global batches (each in a fresh
+    """Train the language model for ``steps`` steps on the CPU as one
+    process and as ``nproc`` gloo processes on the same global batches
+    (the section's model has no dropout; each in a fresh
     model cache): their numbers (``job``'s dicts) and
     ``compare_checkpoints`` of the two models."""
     runs = {}
@@ -216,8 +218,8 @@ def equivalence(steps=6, size="section", nproc=2):
         for n in (1, nproc):
             folder = Path(tmp) / f"n{n}"
             runs[n] = job(["lm", "--size", size, "--max-steps", str(steps),
-                           "--val-every", "1", "--cache-dir", str(folder)],
-                          n, threads=1)
+                           "--val-every", "1", "--device", "cpu",
+                           "--cache-dir", str(folder)], n, threads=1)
             runs[n]["file"] = next(folder.glob("lm-french-*.pt"))
         gap = compare_checkpoints(runs[1].pop("file"),
                                   runs[nproc].pop("file"))

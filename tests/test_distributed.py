@@ -118,3 +118,17 @@ def test_launch_ends_a_job_that_runs_past_its_time(tmp_path):
     script.write_text("import time\ntime.sleep(60)\n")
     with pytest.raises(subprocess.TimeoutExpired):
         distributed.launch([str(script)], nproc=1, timeout=3)
+
+
+def test_the_command_line_refuses_bad_arguments(capsys):
+    from d2lmini import train
+
+    args = train.parse(["lm", "--size", "medium", "--max-steps", "5"])
+    assert (args.model, args.size, args.max_steps) == ("lm", "medium", 5)
+    for bad, word in ((["lm", "--max-steps", "0"], "at least 1"),
+                      (["lm", "--lr", "-1"], "positive"),
+                      (["lm", "--size", "huge"], "invalid choice"),
+                      (["gpt"], "invalid choice")):
+        with pytest.raises(SystemExit):
+            train.parse(bad)
+        assert word in capsys.readouterr().err

@@ -450,6 +450,20 @@ def test_accuracy_of_a_model_that_always_says_3():
     assert accuracy(model, images(8), y) == 0.5
 
 
+def test_accuracy_refuses_labels_of_another_shape():
+    """Labels (B, 1) broadcast against (B,) predictions: f1e0c15 gave
+    0.117 for a model right on every image; now they are refused."""
+    model = SoftmaxRegression()
+    with torch.no_grad():
+        model.net[1].weight.zero_()
+        model.net[1].bias.copy_(torch.eye(10)[3])
+    y = torch.full((8,), 3)
+    assert accuracy(model, images(8), y) == 1.0
+    for bad in (y[:, None], y[:7], y.tolist()):
+        with pytest.raises(ValueError, match=r"labels y must be \(8,\)"):
+            accuracy(model, images(8), bad)
+
+
 def test_bootstrap_of_one_model():
     gen = torch.Generator().manual_seed(0)
     correct = torch.rand(400, generator=gen) < 0.5
