@@ -5,7 +5,8 @@
         [--fail-rank R] [--save PATH]
 
 MODEL is ``lm`` (a tiny ``LanguageModel`` on made-up sentences of
-unequal lengths) or ``transformer`` (a tiny Transformer translator on a
+unequal lengths), ``lm-one-row`` (the same, each epoch ending with a
+batch of one sentence) or ``transformer`` (a tiny Transformer translator on a
 made-up corpus, through ``MTFraEng``'s bucketed batches).  Both draw
 the same global batches from seed 0 in every process; dropout is 0, so
 N processes must end where one does.  Rank 0 writes OUT: the final
@@ -48,6 +49,33 @@ def lm_job():
                            bos=1, eos=2, pad=0)
     return model, data, {"schedule": "cosine-after-warmup",
                          "warmup_steps": 2}
+
+
+class WithOneRowLast:
+    """The language model's batches, then a batch of one sentence: a
+    share of two processes is then empty (the trainer runs that process
+    on the batch's first row with weight zero)."""
+
+    def __init__(self, batches):
+        self.batches = batches
+
+    def __len__(self):
+        return len(self.batches) + 1
+
+    def __iter__(self):
+        last = None
+        for X, lens in self.batches:
+            last = (X[:1], lens[:1])
+            yield X, lens
+        yield last
+
+    def train_dataloader(self):
+        return self
+
+
+def lm_one_row_job():
+    model, data, options = lm_job()
+    return model, WithOneRowLast(data), options
 
 
 def transformer_job():
@@ -95,7 +123,8 @@ class FailAt:
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("model", choices=["lm", "transformer"])
+    parser.add_argument("model", choices=["lm", "lm-one-row",
+                                          "transformer"])
     parser.add_argument("out")
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--naive", action="store_true")
@@ -104,8 +133,8 @@ def main():
     args = parser.parse_args()
     distributed.init("cpu")
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
-    model, data, options = (lm_job if args.model == "lm"
-                            else transformer_job)()
+    model, data, options = {"lm": lm_job, "lm-one-row": lm_one_row_job,
+                             "transformer": transformer_job}[args.model]()
     if args.naive:
         Naive(model)
     if args.fail_rank == distributed.world()[0]:

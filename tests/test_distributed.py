@@ -69,6 +69,18 @@ def test_two_processes_compute_what_one_computes(model, tmp_path):
 
 
 @pytest.mark.slow
+def test_a_batch_smaller_than_the_processes_counts_once(tmp_path):
+    """An epoch ends with a batch of one sentence: process 1's share is
+    empty, it computes on that row with weight zero, and the two
+    processes still take one process's steps."""
+    one = one_process("lm-one-row", tmp_path / "one.pt", "--steps", "14")
+    two = two_processes("lm-one-row", tmp_path / "two.pt", "--steps", "14")
+    assert one["tokens"] == two["tokens"]
+    assert two["losses"] == pytest.approx(one["losses"], rel=1e-6)
+    assert weight_gap(one, two) < 1e-5
+
+
+@pytest.mark.slow
 def test_one_process_writes_the_checkpoint_the_others_load(tmp_path):
     done = two_processes("lm", tmp_path / "out.pt", "--save",
                          str(tmp_path / "model.pt"))
